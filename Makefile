@@ -1,0 +1,42 @@
+# subgate: `make run` serves on 127.0.0.1:5672 with a SQLite store here; `make test` runs every test.
+# Both create their own virtualenv (.venv) with the machine's python3 and install the project into it.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test lint typecheck bench clean install
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/subgate db upgrade
+	$(BIN)/subgate serve --listen 127.0.0.1:5672
+
+test: $(STAMP)
+	bash scripts/install-test-deps
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy gateway mapping storage cli
+
+bench: $(STAMP)
+	$(PYTHON) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -1,0 +1,1 @@
+"""The ``subgate`` command line: a thin click layer over gateway and storage."""

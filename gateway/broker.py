@@ -1,0 +1,506 @@
+"""The broker's proton handler: connection, session, link and delivery events, kept thin.
+
+Each ``on_*`` method reads the proton objects into plain values, asks a rule (``mapping``) or the node engine
+(``gateway.nodes`` through ``gateway.router``), and writes the answer back. This is a flat handler set directly
+on the container (no ``MessagingHandler`` stack): one Python call per event. Journal completions arrive as the
+``journal_committed`` application event from the writer thread.
+
+Refusals: a ``Refused`` from a rule becomes an AMQP error on the link, delivery or connection; anything else
+that escapes a handler is a bug, logged, and answered with ``amqp:internal-error`` on the object it concerns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from proton import Condition, Delivery, Endpoint, Link, symbol
+from proton.reactor import Container
+
+from gateway import codec
+from gateway.io import connection_channel
+from gateway.links import ConnectionState, Inbound, Outbound
+from gateway.nodes import Message, Queue, Topic, now_ms
+from gateway.router import Router
+from gateway.settings import Settings
+from gateway.termini import accept_attach, read_terminus, refuse_attach
+from mapping.addresses import QUEUE, kind_from_capabilities, kind_from_jms_dest
+from mapping.errors import (
+    INTERNAL_ERROR,
+    INVALID_FIELD,
+    MESSAGE_SIZE_EXCEEDED,
+    NOT_FOUND,
+    NOT_IMPLEMENTED,
+    Refused,
+)
+from mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
+
+log = logging.getLogger("subgate.broker")
+
+VERSION = "0.1.0"
+OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
+SOLE_CONNECTION = "sole-connection-for-container"
+DECODE_ERROR = "amqp:decode-error"
+
+_OUTCOME_NAMES = {
+    Delivery.ACCEPTED: "accepted",
+    Delivery.REJECTED: "rejected",
+    Delivery.RELEASED: "released",
+    Delivery.MODIFIED: MODIFIED,
+}
+
+
+def guarded(method: Callable[[Broker, Any], None]) -> Callable[[Broker, Any], None]:
+    """Event handlers never let an exception out: a bug is logged and the endpoint it concerns is closed with
+    ``amqp:internal-error``, while the server keeps serving every other connection."""
+
+    def handler(self: Broker, event: Any) -> None:
+        try:
+            method(self, event)
+        except Exception:
+            log.exception("internal error in %s", method.__name__)
+            _close_after_bug(event)
+
+    handler.__name__ = method.__name__
+    handler.__doc__ = method.__doc__
+    return handler
+
+
+def _close_after_bug(event: Any) -> None:
+    try:
+        endpoint = event.link or event.session or event.connection
+        if endpoint is not None and not endpoint.state & Endpoint.LOCAL_CLOSED:
+            endpoint.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
+            endpoint.close()
+    except Exception:
+        log.exception("could not close the endpoint after an internal error")
+
+
+class _Timer:
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+
+    @guarded
+    def on_timer_task(self, event: Any) -> None:
+        self.callback()
+
+
+class Broker:
+    """The container's handler (see the module docstring)."""
+
+    def __init__(self, settings: Settings, router: Router, container: Container) -> None:
+        self.settings = settings
+        self.router = router
+        self.container = container
+        self.connections: set[ConnectionState] = set()
+        self._containers: dict[str, int] = {}
+        self._scheduled: dict[str, int] = {}
+        self.stopping = False
+        self.published = 0
+        self.on_stopped: Callable[[], None] | None = None
+
+    # -- timers ----------------------------------------------------------------------------------------------
+    def schedule(self, delay: float, callback: Callable[[], None]) -> None:
+        self.container.schedule(max(0.0, delay), _Timer(callback))
+
+    def start_housekeeping(self) -> None:
+        self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
+
+    def _housekeeping(self) -> None:
+        now = now_ms()
+        for node in list(self.router.nodes.values()):
+            queues = node.subscriptions if isinstance(node, Topic) else [node]
+            for queue in queues:
+                queue.expire_due(now)
+        for name, cursor in self.router.cursors.items():
+            if cursor.acks_since_low_water:
+                node = self.router.nodes.get(name)
+                if isinstance(node, Queue):
+                    low = node.low_water()
+                    self.router.writer.submit_low_water(cursor.cursor_id, low if low >= 0 else self.router._next_seq)
+                cursor.acks_since_low_water = 0
+        if not self.stopping:
+            self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
+
+    def watch_schedule(self, queue: Queue) -> None:
+        def on_schedule(at_ms: int) -> None:
+            current = self._scheduled.get(queue.name)
+            if current is not None and current <= at_ms:
+                return
+            self._scheduled[queue.name] = at_ms
+            self.schedule((at_ms - now_ms()) / 1000.0, release)
+
+        def release() -> None:
+            self._scheduled.pop(queue.name, None)
+            following = queue.release_scheduled()
+            if following is not None:
+                on_schedule(following)
+
+        queue.on_schedule = on_schedule
+
+    # -- connections -----------------------------------------------------------------------------------------
+    @guarded
+    def on_connection_remote_open(self, event: Any) -> None:
+        connection = event.connection
+        channel = connection_channel(connection)
+        container_id = connection.remote_container or ""
+        state = ConnectionState(
+            connection, container_id, channel.user if channel else None, channel.peer if channel else None
+        )
+        connection._sg = state
+        connection.container = self.settings.name
+        desired = {str(c) for c in (connection.remote_desired_capabilities or ())}
+        if SOLE_CONNECTION in desired and self._containers.get(container_id, 0) > 0:
+            log.info("refusing connection: container-id %r already connected", container_id)
+            connection.properties = {symbol("amqp:connection-establishment-failed"): True}
+            connection.open()
+            connection.condition = Condition(
+                INVALID_FIELD,
+                f"ClientID {container_id} already in use",
+                {symbol("invalid-field"): symbol("container-id")},
+            )
+            connection.close()
+            state.closed = True
+            return
+        if self.stopping:
+            connection.open()
+            connection.condition = Condition("amqp:connection:forced", "server shutting down")
+            connection.close()
+            state.closed = True
+            return
+        self._containers[container_id] = self._containers.get(container_id, 0) + 1
+        state.counted = True
+        self.connections.add(state)
+        connection.offered_capabilities = [symbol(c) for c in OFFERED_CAPABILITIES]
+        connection.properties = {symbol("product"): "subgate", symbol("version"): VERSION}
+        connection.open()
+
+    @guarded
+    def on_connection_remote_close(self, event: Any) -> None:
+        connection = event.connection
+        self._end_connection(connection)
+        if not connection.state & Endpoint.LOCAL_CLOSED:
+            connection.close()
+
+    @guarded
+    def on_transport_tail_closed(self, event: Any) -> None:
+        connection = event.connection
+        if connection is not None:
+            self._end_connection(connection)
+
+    @guarded
+    def on_transport_closed(self, event: Any) -> None:
+        connection = event.connection
+        if connection is not None:
+            self._end_connection(connection)
+
+    def _end_connection(self, connection: Any) -> None:
+        state: ConnectionState | None = getattr(connection, "_sg", None)
+        if state is None or state.closed:
+            return
+        state.closed = True
+        self.connections.discard(state)
+        if state.counted:
+            remaining = self._containers.get(state.container_id, 1) - 1
+            if remaining:
+                self._containers[state.container_id] = remaining
+            else:
+                self._containers.pop(state.container_id, None)
+        for link_state in list(state.links):
+            self._end_link(link_state, abrupt=True)
+        state.links.clear()
+
+    # -- sessions --------------------------------------------------------------------------------------------
+    @guarded
+    def on_session_remote_open(self, event: Any) -> None:
+        session = event.session
+        session.incoming_capacity = 64 * 1024 * 1024
+        session.open()
+
+    @guarded
+    def on_session_remote_close(self, event: Any) -> None:
+        session = event.session
+        state: ConnectionState | None = getattr(session.connection, "_sg", None)
+        if state is not None:
+            for link_state in list(state.links):
+                if link_state.link.session == session:
+                    self._end_link(link_state, abrupt=True)
+                    state.links.discard(link_state)
+        if not session.state & Endpoint.LOCAL_CLOSED:
+            session.close()
+
+    # -- links -----------------------------------------------------------------------------------------------
+    @guarded
+    def on_link_remote_open(self, event: Any) -> None:
+        link = event.link
+        state: ConnectionState | None = getattr(link.connection, "_sg", None)
+        if state is None or state.closed:
+            return
+        try:
+            if link.is_receiver:
+                self._open_publisher(link, state)
+            else:
+                self._open_consumer(link, state)
+        except Refused as refusal:
+            log.info("refused attach %r from %s: %s", link.name, state.container_id, refusal.description)
+            refuse_attach(link, refusal.condition, refusal.description)
+        except Exception:
+            log.exception("attach %r failed", link.name)
+            refuse_attach(link, INTERNAL_ERROR, "internal error while attaching")
+
+    def _open_publisher(self, link: Link, state: ConnectionState) -> None:
+        target = read_terminus(link.remote_target)
+        if target.coordinator:
+            raise Refused(NOT_IMPLEMENTED, "transactions are not supported yet")
+        if target.dynamic:
+            raise Refused(NOT_IMPLEMENTED, "dynamic (temporary) nodes are not supported yet")
+        node = None
+        if target.present and target.address:
+            decision = self.router.decide(target.address, kind_from_capabilities(target.capabilities))
+            node = self.router.node_for(decision)
+            self._watch_node(node)
+        inbound = Inbound(link, state, node, self.settings.credit_window)
+        link._sg = inbound
+        state.links.add(inbound)
+        link.max_message_size = self.settings.max_message_size
+        accept_attach(link)
+        link.flow(self.settings.credit_window)
+
+    def _open_consumer(self, link: Link, state: ConnectionState) -> None:
+        source = read_terminus(link.remote_source)
+        if not source.present:
+            raise Refused(NOT_FOUND, f"no durable subscription named {link.name!r}")
+        if source.dynamic:
+            raise Refused(NOT_IMPLEMENTED, "dynamic (temporary) nodes are not supported yet")
+        if not source.address:
+            raise Refused(INVALID_FIELD, "a source address is required")
+        decision = self.router.decide(source.address, kind_from_capabilities(source.capabilities))
+        node = self.router.node_for(decision)
+        self._watch_node(node)
+        if isinstance(node, Topic):
+            queue = Queue(f"{node.name}#{state.container_id}/{link.name}", durable=False)
+            self.watch_schedule(queue)
+            node.subscribe(queue)
+            outbound = Outbound(link, state, queue, node)
+        else:
+            outbound = Outbound(link, state, node, None)
+            outbound.browse = source.distribution_mode == 1  # copy on a queue means browse (mapping §2.2)
+        link._sg = outbound
+        state.links.add(outbound)
+        if not outbound.browse:
+            outbound.queue.add_consumer(outbound)
+        accept_attach(link)
+
+    def _watch_node(self, node: Queue | Topic) -> None:
+        if isinstance(node, Queue) and node.on_schedule is None:
+            self.watch_schedule(node)
+
+    @guarded
+    def on_link_remote_close(self, event: Any) -> None:
+        link = event.link
+        link_state = getattr(link, "_sg", None)
+        if link_state is not None:
+            self._end_link(link_state, abrupt=False)
+            link_state.conn.links.discard(link_state)
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            link.close()
+
+    @guarded
+    def on_link_remote_detach(self, event: Any) -> None:
+        self.on_link_remote_close(event)
+
+    def _end_link(self, link_state: Inbound | Outbound, *, abrupt: bool) -> None:
+        if link_state.closed:
+            return
+        link_state.closed = True
+        if isinstance(link_state, Inbound):
+            return
+        queue = link_state.queue
+        queue.remove_consumer(link_state)
+        settlement = settle_unsettled(abrupt)
+        for message in sorted(link_state.unsettled.values(), key=lambda m: m.seq):
+            queue.settle(message, settlement, None)
+        link_state.unsettled.clear()
+        if link_state.topic is not None:
+            link_state.topic.unsubscribe(queue)
+            queue.purge()
+        else:
+            queue.dispatch()
+
+    @guarded
+    def on_link_flow(self, event: Any) -> None:
+        link = event.link
+        out = getattr(link, "_sg", None)
+        if not isinstance(out, Outbound) or out.closed:
+            return
+        out.credit = link.credit
+        if out.browse:
+            self._browse(out)
+        else:
+            out.queue.dispatch()
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+        out.credit = link.credit
+
+    def _browse(self, out: Outbound) -> None:
+        for message in out.queue.take_for(out, 1 << 30):
+            if out.credit <= 0:
+                return
+            if message.seq > out.browsed:
+                out.deliver_copy(message)
+
+    # -- deliveries ------------------------------------------------------------------------------------------
+    @guarded
+    def on_delivery(self, event: Any) -> None:
+        delivery = event.delivery
+        link_state = getattr(delivery.link, "_sg", None)
+        if isinstance(link_state, Inbound):
+            self._receive(link_state, delivery)
+        elif isinstance(link_state, Outbound):
+            self._settled_by_consumer(link_state, delivery)
+
+    def _receive(self, inbound: Inbound, delivery: Delivery) -> None:
+        if not delivery.readable:
+            return
+        link = inbound.link
+        limit = self.settings.max_message_size
+        if delivery.partial:
+            if delivery.pending > limit:
+                self._oversize(inbound, delivery)
+            return
+        raw = link.recv(delivery.pending)
+        link.advance()
+        if delivery.aborted or raw is None:
+            delivery.settle()
+            inbound.top_up()
+            return
+        if len(raw) > limit:
+            self._oversize(inbound, delivery)
+            return
+        try:
+            env = codec.scan(raw)
+            node = inbound.node or self._relay_node(env)
+        except codec.CodecError as exc:
+            self._reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
+            inbound.top_up()
+            return
+        except Refused as refusal:
+            self._reject(delivery, refusal.condition, refusal.description)
+            inbound.top_up()
+            return
+        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
+        if ingest.record is not None:
+            inbound.pending += 1
+            self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
+        else:
+            self._route(node, ingest.message)
+            if not delivery.settled:
+                delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+        inbound.top_up()
+
+    def _relay_node(self, env: codec.Envelope) -> Queue | Topic:
+        if not env.to:
+            raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
+        kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest")) if env.annotations else None
+        node = self.router.node_for(self.router.decide(env.to, kind))
+        self._watch_node(node)
+        return node
+
+    def _route(self, node: Queue | Topic, message: Message) -> None:
+        self.published += 1
+        if isinstance(node, Topic):
+            node.publish(message)
+        else:
+            node.push(message)
+
+    def _reject(self, delivery: Delivery, condition: str, description: str) -> None:
+        delivery.local.condition = Condition(condition, description)
+        delivery.update(Delivery.REJECTED)
+        delivery.settle()
+
+    def _oversize(self, inbound: Inbound, delivery: Delivery) -> None:
+        description = f"message larger than the maximum of {self.settings.max_message_size} bytes"
+        log.info("closing link %r: %s", inbound.link.name, description)
+        self._reject(delivery, MESSAGE_SIZE_EXCEEDED, description)
+        inbound.closed = True
+        inbound.link.condition = Condition(MESSAGE_SIZE_EXCEEDED, description)
+        inbound.link.close()
+
+    def _settled_by_consumer(self, out: Outbound, delivery: Delivery) -> None:
+        remote = delivery.remote_state
+        if not remote and not delivery.settled:
+            return
+        message = out.settled_message(delivery)
+        if message is None:
+            delivery.settle()
+            return
+        outcome = _OUTCOME_NAMES.get(remote)
+        if outcome == MODIFIED:
+            settlement = settle_outcome(
+                outcome, failed=bool(delivery.remote.failed), undeliverable_here=bool(delivery.remote.undeliverable)
+            )
+        else:
+            settlement = settle_outcome(outcome)
+        delivery.settle()
+        out.queue.settle(message, settlement, out)
+
+    # -- journal completions ---------------------------------------------------------------------------------
+    @guarded
+    def on_journal_committed(self, event: Any) -> None:
+        result = event.subject
+        touched: set[Inbound] = set()
+        for token in result.tokens:
+            if callable(token):
+                token(result.error)
+                continue
+            delivery, message, node, inbound = token
+            inbound.pending -= 1
+            touched.add(inbound)
+            if result.error is None:
+                self._route(node, message)
+                if not inbound.closed:
+                    if not delivery.settled:
+                        delivery.update(Delivery.ACCEPTED)
+                    delivery.settle()
+            elif not inbound.closed:
+                self._reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
+        for inbound in touched:
+            inbound.top_up()
+
+    # -- shutdown --------------------------------------------------------------------------------------------
+    def begin_shutdown(self, io: Any) -> None:
+        """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("shutting down: no new connections; flushing the journal")
+        io.stop_listening()
+        done = False
+
+        def close_connections(_error: BaseException | None = None) -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            for state in list(self.connections):
+                connection = state.connection
+                if not connection.state & Endpoint.LOCAL_CLOSED:
+                    connection.condition = Condition("amqp:connection:forced", "server shutting down")
+                    connection.close()
+            self.schedule(0.3, finish)
+
+        def finish() -> None:
+            io.flush_dirty()
+            io.close_all()
+            if self.on_stopped is not None:
+                self.on_stopped()
+
+        self.router.writer.submit_barrier(close_connections)
+        self.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping
+
+
+QUEUE_KIND = QUEUE

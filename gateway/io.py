@@ -1,0 +1,465 @@
+"""Socket I/O for the container: an epoll loop, the listener, and the SASL phase of every connection.
+
+Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
+global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket first runs
+``gateway.sasl.SaslServer`` (password checks go to the ``Authenticator``'s worker threads and come back as the
+``sasl_verdict`` application event), and only then gets a proton ``Transport`` (server mode, no SASL layer)
+bound to a new ``Connection`` on the container's collector. It also batches writes: transports that produced
+output are flushed once per loop turn, and a socket is watched for writability only while a send is short.
+
+Thread rule: everything here runs on the reactor thread; ``Authenticator`` callbacks arrive through the
+container's ``EventInjector``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from proton import Connection, Endpoint, Transport
+from proton.reactor import Container
+
+from gateway.sasl import CredentialsReceived, NoSaslHeader, ProtocolViolation, SaslDone, SaslServer
+
+log = logging.getLogger("subgate.io")
+
+_READ = select.EPOLLIN | select.EPOLLRDHUP
+_WRITE = select.EPOLLOUT
+_RECV_MAX = 1 << 20
+
+
+class Channel:
+    """One accepted socket: its SASL phase, then its proton transport."""
+
+    __slots__ = (
+        "sock",
+        "fd",
+        "peer",
+        "sasl",
+        "transport",
+        "connection",
+        "outgoing",
+        "user",
+        "closed",
+        "deadline",
+        "watching",
+        "mechanism",
+        "eof",
+    )
+
+    def __init__(self, sock: socket.socket, peer: tuple[Any, ...]) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.sasl: SaslServer | None = None
+        self.transport: Transport | None = None
+        self.connection: Connection | None = None
+        self.outgoing = b""  # bytes of the SASL phase not yet written
+        self.user: str | None = None
+        self.mechanism: str | None = None
+        self.closed = False
+        self.deadline = 0.0
+        self.watching = _READ
+        self.eof = False
+
+
+class ServerIO:
+    """The container's global handler: sockets, SASL, transports, timers (see the module docstring)."""
+
+    def __init__(
+        self,
+        container: Container,
+        *,
+        authenticate: Callable[[Channel, CredentialsReceived], None],
+        allow_no_sasl: Callable[[], bool],
+        configure_transport: Callable[[Transport], None],
+        max_connections: int = 10000,
+    ) -> None:
+        self._container = container
+        self._authenticate = authenticate
+        self._allow_no_sasl = allow_no_sasl
+        self._configure_transport = configure_transport
+        self._max_connections = max_connections
+        self._epoll = select.epoll()
+        self._listeners: dict[int, socket.socket] = {}
+        self._channels: dict[int, Channel] = {}
+        self._selectables: dict[int, Any] = {}
+        self._timed: set[Any] = set()
+        self._dirty: set[Channel] = set()
+        self._next_tick = 0.0
+        self.on_idle: Callable[[], None] | None = None
+        self.stop_requested = False
+        self._wakeups: dict[int, Callable[[], None]] = {}
+
+    def watch_wakeup(self, fd: int, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the reactor thread whenever a byte arrives on ``fd`` (signal-safe wake-ups)."""
+        os.set_blocking(fd, False)
+        self._wakeups[fd] = callback
+        self._epoll.register(fd, select.EPOLLIN)
+
+    # -- listening -----------------------------------------------------------------------------------------
+    def listen(self, host: str, port: int) -> tuple[str, int]:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(512)
+        sock.setblocking(False)
+        self._listeners[sock.fileno()] = sock
+        self._epoll.register(sock.fileno(), select.EPOLLIN)
+        self._container._selectables += 1  # keeps the container's loop running while we listen
+        bound = sock.getsockname()
+        return bound[0], bound[1]
+
+    def stop_listening(self) -> None:
+        for fd, sock in list(self._listeners.items()):
+            self._epoll.unregister(fd)
+            sock.close()
+            self._container._selectables -= 1
+        self._listeners.clear()
+
+    @property
+    def channels(self) -> list[Channel]:
+        return list(self._channels.values())
+
+    def _accept(self, listener: socket.socket) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("accept failed: %s", exc)
+                return
+            if len(self._channels) >= self._max_connections:
+                log.warning("refusing connection from %s: %d connections open", peer, len(self._channels))
+                sock.close()
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            channel = Channel(sock, peer)
+            channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
+            self._channels[channel.fd] = channel
+            self._epoll.register(channel.fd, _READ)
+            self._container._selectables += 1
+            log.debug("accepted connection from %s", peer)
+
+    # -- the SASL phase ------------------------------------------------------------------------------------
+    def _sasl_input(self, channel: Channel, data: bytes) -> None:
+        sasl = channel.sasl
+        assert sasl is not None
+        sasl.receive_data(data)
+        self._sasl_events(channel)
+
+    def _sasl_events(self, channel: Channel) -> None:
+        sasl = channel.sasl
+        assert sasl is not None
+        while not channel.closed and channel.sasl is sasl:
+            event = sasl.next_event()
+            if event is None:
+                break
+            if isinstance(event, CredentialsReceived):
+                channel.mechanism = event.mechanism
+                self._authenticate(channel, event)
+            elif isinstance(event, SaslDone):
+                self._sasl_write(channel, sasl.data_to_send())
+                if event.authenticated:
+                    channel.user = event.username
+                    self._start_amqp(channel, event.leftover)
+                else:
+                    log.info("authentication failed for %r from %s", event.username, channel.peer)
+                    self._close_after_flush(channel)
+            elif isinstance(event, NoSaslHeader):
+                if self._allow_no_sasl():
+                    self._start_amqp(channel, event.leftover)
+                else:
+                    # Answer with the SASL header so the peer learns what we require, then close.
+                    log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
+                    self._sasl_write(channel, b"AMQP\x03\x01\x00\x00")
+                    self._close_after_flush(channel)
+            elif isinstance(event, ProtocolViolation):
+                log.info("closing connection from %s: %s", channel.peer, event.description)
+                self._sasl_write(channel, sasl.data_to_send())
+                self._close_after_flush(channel)
+        if channel.sasl is sasl and not channel.closed:
+            self._sasl_write(channel, sasl.data_to_send())
+
+    def on_sasl_verdict(self, event: Any) -> None:
+        channel, authenticated, username = event.subject
+        if channel.closed or channel.sasl is None:
+            return
+        channel.sasl.complete(authenticated, username)
+        self._sasl_events(channel)
+
+    def _sasl_write(self, channel: Channel, data: bytes) -> None:
+        if data:
+            channel.outgoing += data
+        self._write_outgoing(channel)
+
+    def _write_outgoing(self, channel: Channel) -> None:
+        while channel.outgoing and not channel.closed:
+            try:
+                sent = channel.sock.send(channel.outgoing)
+            except (BlockingIOError, InterruptedError):
+                self._watch(channel, _READ | _WRITE)
+                return
+            except OSError:
+                self._drop(channel)
+                return
+            channel.outgoing = channel.outgoing[sent:]
+
+    def _close_after_flush(self, channel: Channel) -> None:
+        self._write_outgoing(channel)
+        if not channel.closed:
+            try:
+                channel.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            self._drop(channel)
+
+    def _start_amqp(self, channel: Channel, leftover: bytes) -> None:
+        channel.sasl = None
+        container = self._container
+        connection = container.connection()
+        connection._acceptor = self
+        connection._channel = channel
+        transport = Transport(Transport.SERVER)
+        self._configure_transport(transport)
+        transport.bind(connection)
+        transport._channel = channel
+        channel.transport = transport
+        channel.connection = connection
+        if channel.outgoing:
+            self._write_outgoing(channel)
+        if leftover:
+            self._push(channel, leftover)
+        self._dirty.add(channel)
+
+    # -- the AMQP phase ------------------------------------------------------------------------------------
+    def _push(self, channel: Channel, data: bytes) -> None:
+        transport = channel.transport
+        assert transport is not None
+        view = memoryview(data)
+        while view:
+            capacity = transport.capacity()
+            if capacity <= 0:
+                # The transport will not take more (closed tail): the rest is discarded, the peer is done.
+                break
+            transport.push(bytes(view[:capacity]))
+            view = view[capacity:]
+        self._dirty.add(channel)
+
+    def _readable(self, channel: Channel) -> None:
+        transport = channel.transport
+        try:
+            data = channel.sock.recv(_RECV_MAX)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.info("connection from %s lost: %s", channel.peer, exc)
+            data = b""
+        if not data:
+            channel.eof = True
+            if transport is None:
+                self._drop(channel)
+            else:
+                transport.close_tail()
+                self._dirty.add(channel)
+            return
+        if transport is None:
+            self._sasl_input(channel, data)
+        else:
+            self._push(channel, data)
+
+    def _flush(self, channel: Channel) -> None:
+        transport = channel.transport
+        if transport is None or channel.closed:
+            return
+        while True:
+            pending = transport.pending()
+            if pending < 0:  # head closed: everything has been written
+                if transport.capacity() < 0 or channel.eof:
+                    self._drop(channel)
+                else:
+                    self._watch(channel, _READ)
+                return
+            if pending == 0:
+                self._watch(channel, _READ)
+                return
+            try:
+                sent = channel.sock.send(transport.peek(pending))
+            except (BlockingIOError, InterruptedError):
+                self._watch(channel, _READ | _WRITE)
+                return
+            except OSError as exc:
+                log.info("connection from %s lost while writing: %s", channel.peer, exc)
+                transport.close_head()
+                transport.close_tail()
+                self._drop(channel)
+                return
+            transport.pop(sent)
+            if sent < pending:
+                self._watch(channel, _READ | _WRITE)
+                return
+
+    def _watch(self, channel: Channel, mask: int) -> None:
+        if channel.watching != mask and not channel.closed:
+            channel.watching = mask
+            self._epoll.modify(channel.fd, mask)
+
+    def _drop(self, channel: Channel) -> None:
+        if channel.closed:
+            return
+        channel.closed = True
+        self._dirty.discard(channel)
+        self._channels.pop(channel.fd, None)
+        try:
+            self._epoll.unregister(channel.fd)
+        except (OSError, ValueError):
+            pass
+        channel.sock.close()
+        self._container._selectables -= 1
+        transport = channel.transport
+        if transport is not None:
+            # Make sure proton sees the end of the stream so the connection is cleaned up (transport events).
+            if transport.capacity() >= 0:
+                transport.close_tail()
+            if transport.pending() >= 0:
+                transport.close_head()
+
+    def close_all(self) -> None:
+        for channel in list(self._channels.values()):
+            self._flush(channel)
+            self._drop(channel)
+
+    # -- container protocol (selectables, transports, the wait) --------------------------------------------
+    def on_selectable_init(self, event: Any) -> None:
+        selectable = event.selectable
+        self._container._selectables += 1
+        fd = selectable.fileno()
+        if fd is not None and fd >= 0:
+            self._selectables[fd] = selectable
+            self._epoll.register(fd, select.EPOLLIN)
+        else:
+            self._timed.add(selectable)
+
+    def on_selectable_updated(self, event: Any) -> None:
+        pass  # injectors are always read; timers are read from their deadline each turn
+
+    def on_selectable_final(self, event: Any) -> None:
+        selectable = event.selectable
+        self._container._selectables -= 1
+        fd = selectable.fileno()
+        if fd is not None and fd >= 0 and self._selectables.pop(fd, None) is not None:
+            try:
+                self._epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+        self._timed.discard(selectable)
+        selectable.close()
+
+    def on_transport(self, event: Any) -> None:
+        transport = event.transport
+        channel = getattr(transport, "_channel", None) if transport is not None else None
+        if channel is not None:
+            self._dirty.add(channel)
+
+    def on_transport_closed(self, event: Any) -> None:
+        transport = event.transport
+        channel = getattr(transport, "_channel", None)
+        if channel is not None:
+            self._flush(channel)
+            self._drop(channel)
+        transport.unbind()
+
+    def flush_dirty(self) -> None:
+        dirty = self._dirty
+        while dirty:
+            self._flush(dirty.pop())
+
+    def on_reactor_quiesced(self, event: Any) -> None:
+        container = self._container
+        if not container.quiesced:
+            return
+        if self.on_idle is not None:
+            self.on_idle()
+        self.flush_dirty()
+        if not container.quiesced:  # on_idle produced work
+            return
+        timeout = self._timeout(container)
+        try:
+            ready = self._epoll.poll(timeout)
+        except InterruptedError:
+            ready = []
+        now = container.mark()
+        for fd, mask in ready:
+            channel = self._channels.get(fd)
+            if channel is not None:
+                if mask & _WRITE:
+                    if channel.transport is None:
+                        self._write_outgoing(channel)
+                        if not channel.outgoing:
+                            self._watch(channel, _READ)
+                    else:
+                        self._dirty.add(channel)
+                if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
+                    self._readable(channel)
+                continue
+            listener = self._listeners.get(fd)
+            if listener is not None:
+                self._accept(listener)
+                continue
+            selectable = self._selectables.get(fd)
+            if selectable is not None:
+                selectable.readable()
+                continue
+            wakeup = self._wakeups.get(fd)
+            if wakeup is not None:
+                try:
+                    os.read(fd, 512)
+                except OSError:
+                    pass
+                wakeup()
+        for selectable in list(self._timed):
+            deadline = selectable.deadline
+            if deadline and deadline <= now:
+                selectable.expired()
+        if now >= self._next_tick:
+            self._tick(now)
+        container.yield_()
+
+    def _timeout(self, container: Container) -> float:
+        now = time.time()
+        deadlines = [d for d in (s.deadline for s in self._timed) if d]
+        if self._next_tick:
+            deadlines.append(self._next_tick)
+        if not deadlines:
+            return container.timeout
+        return max(0.0, min(min(deadlines) - now, container.timeout))
+
+    def _tick(self, now: float) -> None:
+        """Drive transport timers (idle time-out, heartbeats) for every connection."""
+        next_tick = now + 5.0
+        for channel in list(self._channels.values()):
+            transport = channel.transport
+            if transport is None or channel.closed:
+                continue
+            deadline = transport.tick(now)
+            if deadline:
+                next_tick = min(next_tick, deadline)
+            self._dirty.add(channel)
+        self._next_tick = next_tick
+
+
+def connection_channel(connection: Connection) -> Channel | None:
+    """The channel (socket, user) behind a connection accepted by ``ServerIO``."""
+    return getattr(connection, "_channel", None)
+
+
+def is_closed(endpoint: Endpoint) -> bool:
+    return bool(endpoint.state & Endpoint.LOCAL_CLOSED)

@@ -1,0 +1,119 @@
+"""Per-link state on the reactor thread: publishers (our receivers) and consumers (our senders).
+
+Owns the hot path of a link: reading a complete transfer, delivering a message with a fresh tag, and matching a
+remote disposition back to the message it settles. Routing and outcome rules live elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Delivery, Link
+
+from gateway import codec
+from gateway.nodes import Message, Queue, Topic
+
+
+class ConnectionState:
+    """What the broker tracks per AMQP connection."""
+
+    __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted")
+
+    def __init__(self, connection: Any, container_id: str, user: str | None, peer: object) -> None:
+        self.connection = connection
+        self.container_id = container_id
+        self.user = user
+        self.links: set[Inbound | Outbound] = set()
+        self.closed = False
+        self.peer = peer
+        self.counted = False
+
+
+class Inbound:
+    """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
+
+    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "closed")
+
+    def __init__(self, link: Link, conn: ConnectionState, node: Queue | Topic | None, window: int) -> None:
+        self.link = link
+        self.conn = conn
+        self.node = node
+        self.publisher_id = f"{conn.container_id}/{link.name}"
+        self.pending = 0  # deliveries waiting for their journal commit
+        self.window = window
+        self.closed = False
+
+    def top_up(self) -> None:
+        """Keep credit + pending at the window, in steps of at least half of it."""
+        link = self.link
+        missing = self.window - link.credit - self.pending
+        if missing >= self.window // 2 and not self.closed:
+            link.flow(missing)
+
+
+class Outbound:
+    """A consumer: the client's receiver, our sender, attached to one queue (a topic subscription's or a
+    queue node)."""
+
+    __slots__ = (
+        "link",
+        "conn",
+        "queue",
+        "topic",
+        "credit",
+        "unsettled",
+        "presettled",
+        "_tag",
+        "closed",
+        "browse",
+        "browsed",
+        "filter",
+    )
+
+    def __init__(self, link: Link, conn: ConnectionState, queue: Queue, topic: Topic | None) -> None:
+        self.link = link
+        self.conn = conn
+        self.queue = queue
+        self.topic = topic
+        self.credit = 0
+        self.unsettled: dict[str, Message] = {}
+        self.presettled = link.snd_settle_mode == Link.SND_SETTLED
+        self._tag = 0
+        self.closed = False
+        self.browse = False
+        self.browsed = 0  # highest sequence a browser has seen
+        self.filter: Any = None
+
+    def accepts(self, message: Message) -> bool:
+        return self.filter is None or self.filter(message)
+
+    def deliver(self, message: Message, failures: int) -> None:
+        link = self.link
+        raw = message.raw
+        if failures != message.header_count:
+            raw = codec.with_delivery_count(raw, codec.scan(raw), failures)
+        self._tag += 1
+        tag = str(self._tag)  # python-proton hands tags around as str (UTF-8); a decimal counter is compact
+        delivery = link.delivery(tag)
+        link.send(raw)
+        link.advance()
+        self.credit -= 1
+        if self.presettled:
+            delivery.settle()
+            self.queue.discard_delivered(message)
+        else:
+            self.unsettled[tag] = message
+
+    def deliver_copy(self, message: Message) -> None:
+        """Browsing: a pre-settled copy; the message stays on the queue."""
+        self._tag += 1
+        link = self.link
+        delivery = link.delivery(str(self._tag))
+        link.send(message.raw)
+        link.advance()
+        delivery.settle()
+        self.credit -= 1
+        self.browsed = message.seq
+
+    def settled_message(self, delivery: Delivery) -> Message | None:
+        return self.unsettled.pop(delivery.tag, None)

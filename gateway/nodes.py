@@ -1,0 +1,317 @@
+"""Queues and topics in memory: ordering, competing consumers, fan-out, redelivery, expiry and delay.
+
+Owns the per-node message state and the dispatch loop. It imports nothing from proton or the store: consumers
+are any object with the ``Consumer`` shape (the gateway's outbound links), and durable queues report removals
+and failed deliveries to a ``Cursor`` (the gateway wires that to the journal writer). Everything here runs on
+the reactor thread.
+
+A ``Message`` is immutable and shared by every queue it was routed to (fan-out costs no copies); per-queue state
+(failed-delivery counts, consumers that declined it) lives in the queue, keyed by sequence, and only for the
+few messages that have any.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from mapping.outcomes import Settlement
+
+
+class Message:
+    """One routed message: the bytes to forward plus what the broker schedules by."""
+
+    __slots__ = (
+        "seq",
+        "raw",
+        "header_count",
+        "durable",
+        "priority",
+        "expires",
+        "deliver_at",
+        "origin",
+        "journaled",
+        "annotations",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        raw: bytes,
+        *,
+        header_count: int = 0,
+        durable: bool = False,
+        priority: int = 4,
+        expires: int = 0,
+        deliver_at: int = 0,
+        origin: object = None,
+        journaled: bool = False,
+        annotations: dict[str, object] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.raw = raw
+        self.header_count = header_count
+        self.durable = durable
+        self.priority = priority
+        self.expires = expires  # ms since epoch; 0 = never
+        self.deliver_at = deliver_at  # ms since epoch; 0 = at once
+        self.origin = origin  # the publishing connection (no-local)
+        self.journaled = journaled
+        self.annotations = annotations
+
+
+class Consumer(Protocol):
+    """What a queue needs from a consumer (the gateway's outbound link)."""
+
+    credit: int
+
+    def deliver(self, message: Message, failures: int) -> None: ...
+
+    def accepts(self, message: Message) -> bool: ...
+
+
+class Cursor(Protocol):
+    """Durable bookkeeping of a queue: what it discarded and how often a message failed."""
+
+    def discarded(self, seq: int) -> None: ...
+
+    def failed(self, seq: int, failures: int) -> None: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Queue:
+    """A point-to-point node, or one topic subscription's private queue.
+
+    Available messages are the merge, by sequence, of ``_ready`` (arrival order) and ``_returned`` (released
+    messages going back to their original place). Messages held until their delivery time wait in
+    ``_scheduled``.
+    """
+
+    kind = "queue"
+
+    def __init__(self, name: str, *, durable: bool = True, cursor: Cursor | None = None) -> None:
+        self.name = name
+        self.durable = durable
+        self.cursor = cursor
+        self.consumers: list[Consumer] = []
+        self._ready: deque[Message] = deque()
+        self._returned: list[tuple[int, Message]] = []
+        self._scheduled: list[tuple[int, int, Message]] = []
+        self._failures: dict[int, int] = {}
+        self._declined: dict[int, set[int]] = {}
+        self._outstanding: dict[int, Message] = {}  # delivered, not settled yet
+        self._rr = 0
+        self.on_schedule: Callable[[int], None] | None = None  # asks the gateway for a timer at that ms
+        self.expired_count = 0
+        self.dead_count = 0
+
+    # -- state ---------------------------------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        """Messages held: available, scheduled and delivered-but-unsettled."""
+        return len(self._ready) + len(self._returned) + len(self._scheduled) + len(self._outstanding)
+
+    @property
+    def available(self) -> int:
+        return len(self._ready) + len(self._returned)
+
+    def low_water(self) -> int:
+        """The highest sequence below every message this queue still holds (for the journal cursor)."""
+        candidates = [m.seq for m in self._outstanding.values()]
+        if self._ready:
+            candidates.append(self._ready[0].seq)
+        if self._returned:
+            candidates.append(self._returned[0][0])
+        candidates.extend(seq for _, seq, _ in self._scheduled)
+        return min(candidates) - 1 if candidates else -1
+
+    # -- input ---------------------------------------------------------------------------------------------
+    def push(self, message: Message, failures: int = 0) -> None:
+        """Enqueue a new (or recovered) message and dispatch."""
+        if failures:
+            self._failures[message.seq] = failures
+        if message.deliver_at and message.deliver_at > now_ms():
+            heapq.heappush(self._scheduled, (message.deliver_at, message.seq, message))
+            if self.on_schedule is not None:
+                self.on_schedule(message.deliver_at)
+            return
+        self._ready.append(message)
+        if self.consumers:
+            self.dispatch()
+
+    def release_scheduled(self, now: int | None = None) -> int | None:
+        """Make due scheduled messages available; returns the next due time, if any."""
+        now = now_ms() if now is None else now
+        moved = False
+        while self._scheduled and self._scheduled[0][0] <= now:
+            _, seq, message = heapq.heappop(self._scheduled)
+            heapq.heappush(self._returned, (seq, message))
+            moved = True
+        if moved:
+            self.dispatch()
+        return self._scheduled[0][0] if self._scheduled else None
+
+    # -- consumers -----------------------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+
+    def _peek(self) -> Message | None:
+        ready, returned = self._ready, self._returned
+        if returned and (not ready or returned[0][0] < ready[0].seq):
+            return returned[0][1]
+        return ready[0] if ready else None
+
+    def _pop(self, message: Message) -> None:
+        returned = self._returned
+        if returned and returned[0][1] is message:
+            heapq.heappop(returned)
+        else:
+            self._ready.popleft()
+
+    def dispatch(self) -> None:
+        """Give available messages to consumers with credit, round robin, in queue order."""
+        consumers = self.consumers
+        count = len(consumers)
+        if not count:
+            return
+        now = 0
+        idle = 0
+        while idle < count:
+            message = self._peek()
+            if message is None:
+                return
+            if message.expires:
+                now = now or now_ms()
+                if message.expires <= now:
+                    self._pop(message)
+                    self._expire(message)
+                    continue
+            consumer = consumers[self._rr % count]
+            self._rr += 1
+            if consumer.credit <= 0 or not self._wants(consumer, message):
+                idle += 1
+                continue
+            self._pop(message)
+            self._outstanding[message.seq] = message
+            consumer.deliver(message, self._failures.get(message.seq, 0))
+            idle = 0
+
+    def _wants(self, consumer: Consumer, message: Message) -> bool:
+        declined = self._declined.get(message.seq)
+        if declined is not None and id(consumer) in declined:
+            return False
+        return consumer.accepts(message)
+
+    def take_for(self, consumer: Consumer, limit: int) -> list[Message]:
+        """Browse: copies of available messages in queue order (nothing is removed)."""
+        merged = sorted([m for _, m in self._returned] + list(self._ready), key=lambda m: m.seq)
+        return [m for m in merged if consumer.accepts(m)][:limit]
+
+    # -- settlement ----------------------------------------------------------------------------------------
+    def settle(self, message: Message, settlement: Settlement, consumer: Consumer | None) -> None:
+        """Apply a consumer's outcome (mapping.outcomes) to a delivered message."""
+        self._outstanding.pop(message.seq, None)
+        if settlement.remove:
+            if settlement.dead_letter:
+                self.dead_count += 1
+            self._discard(message)
+            return
+        if settlement.failed:
+            failures = self._failures.get(message.seq, 0) + 1
+            self._failures[message.seq] = failures
+            if message.journaled and self.cursor is not None:
+                self.cursor.failed(message.seq, failures)
+        if settlement.exclude_consumer and consumer is not None:
+            self._declined.setdefault(message.seq, set()).add(id(consumer))
+        heapq.heappush(self._returned, (message.seq, message))
+        self.dispatch()
+
+    def discard_delivered(self, message: Message) -> None:
+        """A pre-settled delivery: the message is gone as soon as it is sent."""
+        self._outstanding.pop(message.seq, None)
+        self._discard(message)
+
+    def _discard(self, message: Message) -> None:
+        seq = message.seq
+        self._failures.pop(seq, None)
+        self._declined.pop(seq, None)
+        if message.journaled and self.cursor is not None:
+            self.cursor.discarded(seq)
+
+    def _expire(self, message: Message) -> None:
+        self.expired_count += 1
+        self._discard(message)
+
+    def expire_due(self, now: int | None = None) -> int:
+        """Drop expired messages that are waiting (not delivered); returns how many."""
+        now = now_ms() if now is None else now
+        keep: deque[Message] = deque()
+        dropped = 0
+        for message in self._ready:
+            if message.expires and message.expires <= now:
+                self._expire(message)
+                dropped += 1
+            else:
+                keep.append(message)
+        if dropped:
+            self._ready = keep
+        returned = [(s, m) for s, m in self._returned if not (m.expires and m.expires <= now)]
+        for _, m in self._returned:
+            if m.expires and m.expires <= now:
+                self._expire(m)
+                dropped += 1
+        if len(returned) != len(self._returned):
+            heapq.heapify(returned)
+            self._returned = returned
+        return dropped
+
+    def purge(self) -> None:
+        """Discard everything waiting (not what is out for delivery)."""
+        for message in list(self._ready) + [m for _, m in self._returned] + [m for _, _, m in self._scheduled]:
+            self._discard(message)
+        self._ready.clear()
+        self._returned.clear()
+        self._scheduled.clear()
+
+
+class Topic:
+    """A publish-subscribe node: every subscription queue gets the message (if its filter takes it)."""
+
+    kind = "topic"
+
+    def __init__(self, name: str, *, durable: bool = True) -> None:
+        self.name = name
+        self.durable = durable
+        self.subscriptions: list[Queue] = []
+        self.filters: dict[int, Callable[[Message], bool]] = {}
+
+    def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
+        self.subscriptions.append(queue)
+        if accepts is not None:
+            self.filters[id(queue)] = accepts
+
+    def unsubscribe(self, queue: Queue) -> None:
+        if queue in self.subscriptions:
+            self.subscriptions.remove(queue)
+        self.filters.pop(id(queue), None)
+
+    def publish(self, message: Message) -> int:
+        """Route to every matching subscription; returns how many took it."""
+        taken = 0
+        filters = self.filters
+        for queue in self.subscriptions:
+            accepts = filters.get(id(queue)) if filters else None
+            if accepts is None or accepts(message):
+                queue.push(message)
+                taken += 1
+        return taken

@@ -1,0 +1,177 @@
+"""The node registry and the journal bookkeeping of the running server.
+
+Owns: which queues and topics exist (created on first use per ``mapping.addresses``), their durable cursors,
+the journal sequence, and turning an incoming message into a ``nodes.Message`` plus, for durable destinations,
+a journal record. It knows nothing of proton; the gateway hands in bytes and an ``Envelope``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gateway import codec
+from gateway.nodes import Message, Queue, Topic, now_ms
+from gateway.settings import Settings
+from mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from storage.journal import JournalWriter
+from storage.records import Catalog, NewMessage
+
+log = logging.getLogger("subgate.router")
+
+Node = Queue | Topic
+
+
+class JournalCursor:
+    """A durable queue's cursor: removals and failure counts go to the journal writer."""
+
+    __slots__ = ("cursor_id", "_writer", "acks_since_low_water")
+
+    def __init__(self, cursor_id: int, writer: JournalWriter) -> None:
+        self.cursor_id = cursor_id
+        self._writer = writer
+        self.acks_since_low_water = 0
+
+    def discarded(self, seq: int) -> None:
+        self._writer.submit_ack(self.cursor_id, seq)
+        self.acks_since_low_water += 1
+
+    def failed(self, seq: int, failures: int) -> None:
+        self._writer.submit_failures(self.cursor_id, seq, failures)
+
+
+@dataclass(slots=True)
+class Ingest:
+    """A message ready to route: journal it first when ``record`` is set."""
+
+    message: Message
+    record: NewMessage | None
+
+
+class Router:
+    def __init__(self, settings: Settings, writer: JournalWriter, catalog: Catalog) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.nodes: dict[str, Node] = {}
+        self._next_seq = catalog.max_message_id
+        self._next_node_id = catalog.max_node_id
+        self._next_cursor_id = catalog.max_cursor_id
+        self.cursors: dict[str, JournalCursor] = {}
+
+    # -- nodes ---------------------------------------------------------------------------------------------
+    def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
+        existing = self.nodes.get(address)
+        return resolve_node(
+            address,
+            requested_kind,
+            existing.kind if existing is not None else None,
+            default_kind=self.settings.default_node_type,
+            auto_create=self.settings.auto_create,
+        )
+
+    def node_for(self, decision: NodeDecision) -> Node:
+        node = self.nodes.get(decision.address)
+        if node is None:
+            node = self.create(decision.address, decision.kind, durable=True, auto_created=True)
+        return node
+
+    def create(self, name: str, kind: str, *, durable: bool, auto_created: bool = False) -> Node:
+        node: Node
+        if kind == QUEUE:
+            cursor = None
+            if durable:
+                self._next_node_id += 1
+                self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
+                cursor = self.new_cursor("queue", name, name)
+            node = Queue(name, durable=durable, cursor=cursor)
+        else:
+            if durable:
+                self._next_node_id += 1
+                self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
+            node = Topic(name, durable=durable)
+        self.nodes[name] = node
+        log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
+        return node
+
+    def new_cursor(self, owner_kind: str, owner: str, address: str) -> JournalCursor:
+        self._next_cursor_id += 1
+        low_water = self._next_seq  # nothing before now belongs to a new cursor
+        self.writer.submit_cursor(self._next_cursor_id, owner_kind, owner, address, low_water)
+        cursor = JournalCursor(self._next_cursor_id, self.writer)
+        self.cursors[owner] = cursor
+        return cursor
+
+    def restore_queue(self, name: str, cursor_id: int) -> Queue:
+        cursor = JournalCursor(cursor_id, self.writer)
+        self.cursors[name] = cursor
+        queue = Queue(name, durable=True, cursor=cursor)
+        self.nodes[name] = queue
+        return queue
+
+    def restore_topic(self, name: str) -> Topic:
+        topic = Topic(name, durable=True)
+        self.nodes[name] = topic
+        return topic
+
+    # -- messages ------------------------------------------------------------------------------------------
+    def prepare(self, raw: bytes, env: codec.Envelope, node: Node, origin: object, publisher_id: str) -> Ingest:
+        """Build the routed message and, for a durable destination, its journal record."""
+        self._next_seq += 1
+        seq = self._next_seq
+        now = now_ms()
+        expires = env.absolute_expiry_time or 0
+        if env.ttl:
+            expires = min(expires, now + env.ttl) if expires else now + env.ttl
+        deliver_at = _delivery_time(env.annotations, now)
+        journaled = (env.durable or self.settings.journal_non_persistent) and self._journals(node)
+        record = None
+        if journaled:
+            publisher_seq = seq
+            bookmark = f"{publisher_id}|{publisher_seq}|"
+            raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
+            record = NewMessage(
+                id=seq,
+                address=node.name,
+                node_kind=node.kind,
+                publisher_id=publisher_id,
+                publisher_seq=publisher_seq,
+                bookmark=bookmark,
+                ts_ms=now,
+                expires_ms=expires or None,
+                deliver_ms=deliver_at or None,
+                durable=env.durable,
+                priority=env.priority,
+                payload=raw,
+            )
+        message = Message(
+            seq,
+            raw,
+            header_count=env.delivery_count,
+            durable=env.durable,
+            priority=env.priority,
+            expires=expires,
+            deliver_at=deliver_at,
+            origin=origin,
+            journaled=journaled,
+        )
+        return Ingest(message, record)
+
+    def _journals(self, node: Node) -> bool:
+        if node.kind == TOPIC:
+            return False  # durable topic subscriptions journal through their own cursors (JMS issue)
+        return node.durable
+
+    def next_seq(self) -> int:
+        self._next_seq += 1
+        return self._next_seq
+
+
+def _delivery_time(annotations: dict[str, object], now: int) -> int:
+    """x-opt-delivery-time (absolute ms) or x-opt-delivery-delay (ms from now); 0 = deliver at once."""
+    at = annotations.get("x-opt-delivery-time") if annotations else None
+    if isinstance(at, int) and not isinstance(at, bool) and at > now:
+        return at
+    delay = annotations.get("x-opt-delivery-delay") if annotations else None
+    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+        return now + delay
+    return 0

@@ -1,0 +1,178 @@
+"""Assembling and running the server: store check, recovery, container, journal writer, signals.
+
+Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), load
+the catalog and every durable queue's backlog, start the journal writer and the container, log the listening
+address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections and return 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+from gateway import codec
+from gateway.auth import Authenticator
+from gateway.broker import Broker
+from gateway.io import ServerIO
+from gateway.nodes import Message
+from gateway.router import Router
+from gateway.settings import Settings
+from storage.catalog import backlog, load_catalog
+from storage.db import make_engine, schema_status, session_factory, upgrade
+from storage.errors import SchemaOutOfDate
+from storage.journal import BatchResult, JournalWriter
+
+log = logging.getLogger("subgate.server")
+
+
+def check_schema(url: str, *, migrate: bool) -> None:
+    """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked)."""
+    engine = make_engine(url)
+    try:
+        current, head = schema_status(engine)
+    finally:
+        engine.dispose()
+    if current == head:
+        return
+    if migrate:
+        log.info("migrating the store from %s to %s", current or "an empty database", head)
+        upgrade(url)
+        return
+    raise SchemaOutOfDate(
+        f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs {head}; "
+        "run 'subgate db upgrade' (or start with --migrate)"
+    )
+
+
+def _configure_transport(settings: Settings) -> Callable[[Any], None]:
+    def configure(transport: Any) -> None:
+        transport.max_frame_size = settings.max_frame_size
+        transport.idle_timeout = settings.idle_timeout
+
+    return configure
+
+
+def recover(router: Router, sessions: Any) -> int:
+    """Rebuild durable queues and their unacknowledged messages from the journal; returns the message count."""
+    count = 0
+    with sessions() as session:
+        catalog = load_catalog(session)
+        cursors = {c.owner: c for c in catalog.cursors if c.owner_kind == "queue"}
+        for node in catalog.nodes:
+            if node.kind == "topic":
+                router.restore_topic(node.name)
+                continue
+            cursor = cursors.get(node.name)
+            if cursor is None:
+                continue
+            queue = router.restore_queue(node.name, cursor.id)
+            for stored in backlog(session, cursor):
+                env = codec.scan(stored.payload)
+                message = Message(
+                    stored.id,
+                    stored.payload,
+                    header_count=env.delivery_count,
+                    durable=env.durable,
+                    priority=env.priority,
+                    expires=stored.expires_ms or 0,
+                    deliver_at=stored.deliver_ms or 0,
+                    journaled=True,
+                )
+                queue.push(message, stored.failures)
+                count += 1
+    return count
+
+
+class Server:
+    """One running subgate (see the module docstring). ``run()`` blocks until stopped."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine = make_engine(settings.store_url)
+        self.sessions = session_factory(self.engine)
+        with self.sessions() as session:
+            catalog = load_catalog(session)
+        self.container = Container()
+        self.container.container_id = settings.name
+        self.injector = EventInjector()
+        self.writer = JournalWriter(self.engine, self._journal_done)
+        self.router = Router(settings, self.writer, catalog)
+        recovered = recover(self.router, self.sessions)
+        if recovered:
+            log.info("recovered %d unacknowledged messages from the journal", recovered)
+        self.broker = Broker(settings, self.router, self.container)
+        for node in self.router.nodes.values():
+            self.broker._watch_node(node)
+        self.auth = Authenticator(self.sessions, self.injector, settings.allow_anonymous)
+        self.io = ServerIO(
+            self.container,
+            authenticate=self.auth.submit,
+            allow_no_sasl=self.auth.anonymous_allowed,
+            configure_transport=_configure_transport(settings),
+            max_connections=settings.max_connections,
+        )
+        # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
+        self.container.handler = self.broker
+        self.container.global_handler = self.io
+        self.container.selectable(self.injector)
+        self.broker.on_stopped = self._stopped
+        self.address: tuple[str, int] | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    def _journal_done(self, result: BatchResult) -> None:
+        # Writer thread: hand the result to the reactor thread.
+        self.injector.trigger(ApplicationEvent("journal_committed", subject=result))
+
+    def _stopped(self) -> None:
+        self.injector.close()
+        self.container.stop()
+
+    def request_stop(self, *_args: Any) -> None:
+        """Signal-safe: only a flag and a byte on a pipe; the reactor does the rest."""
+        self.io.stop_requested = True
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:
+            pass
+
+    def listen(self) -> tuple[str, int]:
+        self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        return self.address
+
+    def run(self) -> int:
+        if self.address is None:
+            self.listen()
+        self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io))
+        self.writer.start()
+        self.broker.start_housekeeping()
+        host, port = self.address  # type: ignore[misc]
+        log.info(
+            "subgate %r listening on %s:%d (store %s)",
+            self.settings.name,
+            host,
+            port,
+            self.engine.url.render_as_string(hide_password=True),
+        )
+        try:
+            self.container.run()
+        finally:
+            self.writer.close()
+            self.auth.close()
+            self.engine.dispose()
+            log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
+        return 0
+
+
+def serve(settings: Settings, *, migrate: bool = False) -> int:
+    check_schema(settings.store_url, migrate=migrate)
+    server = Server(settings)
+    server.listen()
+    signal.signal(signal.SIGTERM, server.request_stop)
+    signal.signal(signal.SIGINT, server.request_stop)
+    return server.run()

@@ -1,0 +1,23 @@
+"""Server settings: one frozen record built by the CLI (flags, SUBGATE_* variables, TOML file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 5672
+    store_url: str = "sqlite:///subgate.db"
+    name: str = "subgate"
+    allow_anonymous: bool | None = None  # None: only while no principal exists
+    auto_create: bool = True
+    default_node_type: str = "queue"
+    credit_window: int = 1000  # credit granted to each publisher link
+    max_message_size: int = 10 * 1024 * 1024
+    max_frame_size: int = 1024 * 1024
+    idle_timeout: float = 60.0  # seconds; half is advertised
+    journal_non_persistent: bool = False  # journal messages without header.durable too
+    max_connections: int = 10000
+    expiry_sweep_interval: float = 1.0

@@ -1,0 +1,29 @@
+"""The one exception a rule raises when it says no.
+
+Refused(condition, description)   the AMQP error condition symbol is part of the rule
+"""
+
+from __future__ import annotations
+
+
+class Refused(Exception):
+    """A rule said no. ``condition`` is the AMQP error symbol to send back with ``description``."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"Refused({self.condition!r}, {self.description!r})"
+
+
+NOT_FOUND = "amqp:not-found"
+INVALID_FIELD = "amqp:invalid-field"
+PRECONDITION_FAILED = "amqp:precondition-failed"
+UNAUTHORIZED = "amqp:unauthorized-access"
+NOT_IMPLEMENTED = "amqp:not-implemented"
+NOT_ALLOWED = "amqp:not-allowed"
+RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
+INTERNAL_ERROR = "amqp:internal-error"
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"

@@ -1,0 +1,1 @@
+"""Alembic migrations for the store (``subgate db upgrade`` runs them)."""

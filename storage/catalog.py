@@ -1,0 +1,66 @@
+"""Reads of the store at start-up and by the CLI: nodes, cursors, backlogs.
+
+Functions take a ``Session`` owned by the caller and return plain records from ``storage.records``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
+from storage.records import Catalog, CursorRecord, NodeRecord, StoredMessage
+
+
+def load_catalog(session: Session) -> Catalog:
+    nodes = [
+        NodeRecord(n.id, n.name, n.kind, n.durable, n.auto_created)
+        for n in session.scalars(select(Node).order_by(Node.id))
+    ]
+    cursors = [
+        CursorRecord(c.id, c.owner_kind, c.owner, c.address, c.low_water)
+        for c in session.scalars(select(AckCursor).order_by(AckCursor.id))
+    ]
+    max_message_id = session.scalar(select(func.max(JournalMessage.id))) or 0
+    return Catalog(
+        nodes=nodes,
+        cursors=cursors,
+        max_message_id=max_message_id,
+        max_node_id=max((n.id for n in nodes), default=0),
+        max_cursor_id=max((c.id for c in cursors), default=0),
+    )
+
+
+def backlog(session: Session, cursor: CursorRecord, batch: int = 5000) -> Iterator[StoredMessage]:
+    """The journaled messages of ``cursor.address`` above the low-water mark that the cursor has not acked."""
+    acked = select(Ack.message_id).where(Ack.cursor_id == cursor.id)
+    failures = (
+        select(DeliveryFailure.failures)
+        .where(DeliveryFailure.cursor_id == cursor.id, DeliveryFailure.message_id == JournalMessage.id)
+        .scalar_subquery()
+    )
+    stmt = (
+        select(
+            JournalMessage.id, JournalMessage.payload, failures, JournalMessage.expires_at, JournalMessage.deliver_at
+        )
+        .where(
+            JournalMessage.address == cursor.address,
+            JournalMessage.id > cursor.low_water,
+            JournalMessage.id.not_in(acked),
+        )
+        .order_by(JournalMessage.id)
+        .execution_options(yield_per=batch)
+    )
+    for row in session.execute(stmt):
+        yield StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]))
+
+
+def _ms(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # SQLite hands timestamps back naive; they were written in UTC
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)

@@ -1,0 +1,72 @@
+"""Engine and session set-up for the store, and the schema-version check.
+
+Owns: turning a store URL into a configured engine (SQLite in WAL mode with durable commits, PostgreSQL as
+given), the default URL, and asking Alembic whether the database is at the head revision.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+DEFAULT_STORE = "sqlite:///subgate.db"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def default_store_url() -> str:
+    """The embedded default: a SQLite file in the working directory."""
+    return f"sqlite:///{os.path.abspath('subgate.db')}"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, synchronous=FULL and a busy timeout on every connection."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")  # confirmed means committed, even across power loss
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(url: str) -> Any:
+    """An Alembic Config pointing at our migrations, without needing an alembic.ini."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def schema_status(engine: Engine) -> tuple[str | None, str | None]:
+    """(current revision of the database, head revision of the code)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config(engine.url.render_as_string(hide_password=False)))
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    return current, script.get_current_head()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)

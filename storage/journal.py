@@ -1,0 +1,238 @@
+"""The journal writer: one thread that applies the server's store writes in group commits.
+
+Owns the only write path of a running server. The reactor thread calls the ``submit_*`` methods (which only
+enqueue and never wait); the writer thread takes everything queued, applies it in one transaction, commits,
+and then hands the tokens of what was committed to ``notify`` (the gateway turns that into an
+``EventInjector`` event, so completions run back on the reactor thread). Under load a batch grows to whatever
+queued up during the previous commit, so the commit rate adapts to the load by itself.
+
+Writes are idempotent or monotonic where a crash-and-retry could repeat them: cursors only move forward, acks
+are a set.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, delete, insert, update
+
+from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
+from storage.records import NewMessage
+
+log = logging.getLogger("subgate.journal")
+
+_MESSAGES = JournalMessage.__table__
+_ACKS = Ack.__table__
+_FAILURES = DeliveryFailure.__table__
+_CURSORS = AckCursor.__table__
+_NODES = Node.__table__
+_STOP = object()
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What one commit did: the tokens it made durable, or the error that rolled it back."""
+
+    tokens: list[Any]
+    error: BaseException | None
+    size: int
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000.0, tz=UTC)
+
+
+class JournalWriter:
+    """Group-commit writer thread. Start with ``start()``, stop with ``close()`` (flushes everything)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        notify: Callable[[BatchResult], None],
+        *,
+        max_batch: int = 4000,
+    ) -> None:
+        self._engine = engine
+        self._notify = notify
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="subgate-journal", daemon=True)
+        self.batches = 0
+        self.rows = 0
+
+    # -- called on the reactor thread (enqueue only) ------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit_message(self, message: NewMessage, token: Any) -> None:
+        self._queue.put(("msg", message, token))
+
+    def submit_ack(self, cursor_id: int, message_id: int) -> None:
+        self._queue.put(("ack", cursor_id, message_id))
+
+    def submit_failures(self, cursor_id: int, message_id: int, failures: int) -> None:
+        self._queue.put(("fail", cursor_id, message_id, failures))
+
+    def submit_low_water(self, cursor_id: int, low_water: int) -> None:
+        self._queue.put(("low", cursor_id, low_water))
+
+    def submit_node(self, node_id: int, name: str, kind: str, durable: bool, auto_created: bool) -> None:
+        self._queue.put(("node", node_id, name, kind, durable, auto_created))
+
+    def submit_cursor(self, cursor_id: int, owner_kind: str, owner: str, address: str, low_water: int) -> None:
+        self._queue.put(("cursor", cursor_id, owner_kind, owner, address, low_water))
+
+    def submit_drop_cursor(self, cursor_id: int) -> None:
+        self._queue.put(("drop_cursor", cursor_id))
+
+    def submit_barrier(self, token: Any) -> None:
+        """``token`` comes back in a BatchResult once everything submitted before it is committed."""
+        self._queue.put(("barrier", token))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything queued, then stop the thread."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+
+    # -- the writer thread ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while len(batch) < self._max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if any(item is _STOP for item in batch):
+                stopping = True
+                batch = [item for item in batch if item is not _STOP]
+            if batch:
+                self._commit(batch)
+
+    def _commit(self, batch: Sequence[Any]) -> None:
+        tokens: list[Any] = []
+        error: BaseException | None = None
+        for attempt in range(3):
+            try:
+                tokens = self._apply(batch)
+                error = None
+                break
+            except Exception as exc:  # a failed batch is reported to every waiter, never silently dropped
+                error = exc
+                log.exception("journal commit failed (attempt %d of 3)", attempt + 1)
+                time.sleep(0.05 * (attempt + 1))
+        if error is not None:
+            tokens = [item[-1] for item in batch if item[0] in ("msg", "barrier")]
+        self.batches += 1
+        self.rows += len(batch)
+        self._notify(BatchResult(tokens, error, len(batch)))
+
+    def _apply(self, batch: Sequence[Any]) -> list[Any]:
+        messages: list[dict[str, Any]] = []
+        acks: list[dict[str, Any]] = []
+        tokens: list[Any] = []
+        with self._engine.begin() as conn:
+            for item in batch:
+                kind = item[0]
+                if kind == "msg":
+                    messages.append(_message_row(item[1]))
+                    tokens.append(item[2])
+                elif kind == "ack":
+                    acks.append({"cursor_id": item[1], "message_id": item[2]})
+                elif kind == "barrier":
+                    tokens.append(item[1])
+                else:
+                    # Structural writes keep their order relative to the rows around them.
+                    if messages:
+                        conn.execute(insert(_MESSAGES), messages)
+                        messages = []
+                    if acks:
+                        conn.execute(insert(_ACKS), acks)
+                        acks = []
+                    _apply_structural(conn, item)
+            if messages:
+                conn.execute(insert(_MESSAGES), messages)
+            if acks:
+                conn.execute(insert(_ACKS), _unique(acks))
+        return tokens
+
+
+def _unique(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for row in rows:
+        key = (row["cursor_id"], row["message_id"])
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def _message_row(m: NewMessage) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "address": m.address,
+        "node_kind": m.node_kind,
+        "publisher_id": m.publisher_id,
+        "publisher_seq": m.publisher_seq,
+        "bookmark": m.bookmark,
+        "ts": _dt(m.ts_ms),
+        "expires_at": _dt(m.expires_ms),
+        "deliver_at": _dt(m.deliver_ms),
+        "durable": m.durable,
+        "priority": m.priority,
+        "size": len(m.payload),
+        "payload": m.payload,
+    }
+
+
+def _apply_structural(conn: Any, item: tuple[Any, ...]) -> None:
+    kind = item[0]
+    now = datetime.now(UTC)
+    if kind == "node":
+        _, node_id, name, node_kind, durable, auto_created = item
+        conn.execute(
+            insert(_NODES).values(
+                id=node_id, name=name, kind=node_kind, durable=durable, auto_created=auto_created, created_at=now
+            )
+        )
+    elif kind == "cursor":
+        _, cursor_id, owner_kind, owner, address, low_water = item
+        conn.execute(
+            insert(_CURSORS).values(
+                id=cursor_id,
+                owner_kind=owner_kind,
+                owner=owner,
+                address=address,
+                low_water=low_water,
+                updated_at=now,
+            )
+        )
+    elif kind == "low":
+        _, cursor_id, low_water = item
+        conn.execute(
+            update(_CURSORS)
+            .where(_CURSORS.c.id == cursor_id, _CURSORS.c.low_water < low_water)
+            .values(low_water=low_water, updated_at=now)
+        )
+        conn.execute(delete(_ACKS).where(_ACKS.c.cursor_id == cursor_id, _ACKS.c.message_id <= low_water))
+        conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id, _FAILURES.c.message_id <= low_water))
+    elif kind == "fail":
+        _, cursor_id, message_id, failures = item
+        conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id, _FAILURES.c.message_id == message_id))
+        conn.execute(insert(_FAILURES).values(cursor_id=cursor_id, message_id=message_id, failures=failures))
+    elif kind == "drop_cursor":
+        _, cursor_id = item
+        conn.execute(delete(_ACKS).where(_ACKS.c.cursor_id == cursor_id))
+        conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id))
+        conn.execute(delete(_CURSORS).where(_CURSORS.c.id == cursor_id))
+    else:  # pragma: no cover - a programming error, not input
+        raise ValueError(f"unknown journal operation {kind!r}")

@@ -1,0 +1,135 @@
+"""The store's tables as typed SQLAlchemy 2 models.
+
+Owns the schema (Alembic migrations in ``migrations/`` mirror it) and nothing else: no queries, no sessions.
+Column names are a contract for operators and for the Spark pipeline: ``messages`` is the journal
+(``id`` is the journal sequence), ``ack_cursors`` and ``acks`` record what each queue or durable subscription
+has discarded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite only makes an INTEGER PRIMARY KEY the fast rowid alias; BIGINT elsewhere.
+Id64 = BigInteger().with_variant(Integer, "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Node(Base):
+    """A queue or a topic the server knows about (auto-created or declared)."""
+
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(1024), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "queue" | "topic"
+    durable: Mapped[bool] = mapped_column(Boolean, default=True)
+    auto_created: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class JournalMessage(Base):
+    """One journaled message: the bytes as received plus what operators query by."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Id64, primary_key=True, autoincrement=False)
+    address: Mapped[str] = mapped_column(String(1024))
+    node_kind: Mapped[str] = mapped_column(String(16))
+    publisher_id: Mapped[str] = mapped_column(String(512))
+    publisher_seq: Mapped[int] = mapped_column(BigInteger)
+    bookmark: Mapped[str] = mapped_column(String(600))
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    deliver_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    durable: Mapped[bool] = mapped_column(Boolean)
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    size: Mapped[int] = mapped_column(Integer)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (
+        Index("ix_messages_address_id", "address", "id"),
+        Index("ix_messages_publisher", "publisher_id", "publisher_seq"),
+    )
+
+
+class AckCursor(Base):
+    """Where a consumer of the journal (a queue, or a durable subscription) stands.
+
+    Every message of ``address`` with ``id <= low_water`` is discarded; above it, the rows of ``acks`` say which
+    are. Recovery redelivers exactly the rest.
+    """
+
+    __tablename__ = "ack_cursors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    owner_kind: Mapped[str] = mapped_column(String(16))  # "queue" | "subscription"
+    owner: Mapped[str] = mapped_column(String(1024), unique=True)
+    address: Mapped[str] = mapped_column(String(1024))
+    low_water: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Ack(Base):
+    """A message above its cursor's low-water mark that the cursor's owner has discarded."""
+
+    __tablename__ = "acks"
+
+    cursor_id: Mapped[int] = mapped_column(ForeignKey("ack_cursors.id", ondelete="CASCADE"), primary_key=True)
+    message_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
+class DeliveryFailure(Base):
+    """How many failed deliveries a stored message has had for one cursor (JMSXDeliveryCount across restarts)."""
+
+    __tablename__ = "delivery_failures"
+
+    cursor_id: Mapped[int] = mapped_column(ForeignKey("ack_cursors.id", ondelete="CASCADE"), primary_key=True)
+    message_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+
+
+class Publisher(Base):
+    """Highest sequence stored per publisher id (duplicate detection)."""
+
+    __tablename__ = "publishers"
+
+    publisher_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Principal(Base):
+    """A user that may authenticate with SASL PLAIN; the password is stored as a salted PBKDF2 hash."""
+
+    __tablename__ = "principals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(512))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

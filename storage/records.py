@@ -1,0 +1,67 @@
+"""Plain records that cross the boundary between the gateway and the store.
+
+The reactor thread builds these and the journal writer thread consumes them (and the other way round for
+recovery). They are slotted dataclasses: cheap to build, no ORM state, safe to hand between threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """A message to append to the journal (``id`` is assigned by the server, strictly increasing)."""
+
+    id: int
+    address: str
+    node_kind: str
+    publisher_id: str
+    publisher_seq: int
+    bookmark: str
+    ts_ms: int
+    expires_ms: int | None
+    deliver_ms: int | None
+    durable: bool
+    priority: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    id: int
+    name: str
+    kind: str
+    durable: bool
+    auto_created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CursorRecord:
+    id: int
+    owner_kind: str
+    owner: str
+    address: str
+    low_water: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A journaled message a cursor has not discarded yet, as recovery reads it back."""
+
+    id: int
+    payload: bytes
+    failures: int
+    expires_ms: int | None = None
+    deliver_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Everything the server needs at start-up besides the backlogs themselves."""
+
+    nodes: list[NodeRecord]
+    cursors: list[CursorRecord]
+    max_message_id: int
+    max_node_id: int
+    max_cursor_id: int
