@@ -1,0 +1,104 @@
+"""Running a real ``subgate serve`` process for end-to-end tests.
+
+``SubgateProcess`` starts the installed ``subgate`` console script (next to the test interpreter) on
+127.0.0.1 with port 0, reads the port from its "listening on" log line, and stops it with SIGTERM (``stop``)
+or SIGKILL (``kill``), always by its own PID. The server's log goes to a file the test can read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+def subgate_command() -> list[str]:
+    script = Path(sys.executable).with_name("subgate")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "cli"]
+
+
+class SubgateProcess:
+    def __init__(self, store_url: str, workdir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.store_url = store_url
+        self.workdir = workdir
+        self.extra = list(extra)
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.starts = 0
+        self.log_path = workdir / "server-0.log"
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *extra: str, timeout: float = 30.0) -> SubgateProcess:
+        """Start (or restart) the server; a restart reuses the previous port when it was known."""
+        listen = f"127.0.0.1:{self.port}" if self.port else "127.0.0.1:0"
+        self.log_path = self.workdir / f"server-{self.starts}.log"
+        self.starts += 1
+        command = [
+            *subgate_command(),
+            "serve",
+            "--listen",
+            listen,
+            "--store",
+            self.store_url,
+            "--migrate",
+            *self.extra,
+            *extra,
+        ]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log()
+            match = LISTENING.search(text)
+            if match:
+                self.port = int(match.group(2))
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"subgate exited with {self.proc.returncode}:\n{text}")
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"subgate did not report a listening address within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL: the crash case."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
