@@ -1,0 +1,972 @@
+#!/usr/bin/env python3
+"""Benchmark runner for subgate and its peers (RabbitMQ 3.10 + AMQP 1.0 plugin, proton's Python example broker).
+
+One command: installs the Debian packages it needs, compiles the C load client (bench/loadgen.c), starts every
+broker as its own child process on 127.0.0.1 in a temp dir, runs scenarios S1..S4 against each one in turn,
+measures broker CPU per message and memory from /proc, stops each broker by PID, prints a table, writes
+bench/results/<timestamp>.json and rewrites the marked section of docs/performance.md.
+
+Standard library only; run with any python3 (3.8+):
+
+    python3 bench/run.py                 # full size: 200k messages per scenario
+    python3 bench/run.py --count 20000   # quick run
+
+See bench/README.md for what each scenario means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+BUILD = BENCH / "build"
+RESULTS = BENCH / "results"
+DOC = REPO / "docs" / "performance.md"
+LOADGEN_SRC = BENCH / "loadgen.c"
+LOADGEN = BUILD / "loadgen"
+PROTON_EXAMPLE = Path("/usr/share/proton/examples/python/broker.py")
+RABBIT_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+DEBIAN_PACKAGES = [
+    "gcc",
+    "libc6-dev",
+    "pkg-config",
+    "libqpid-proton11-dev",  # Proton-C headers and libqpid-proton.so (core + proactor)
+    "libqpid-proton11-dev-examples",  # /usr/share/proton/examples/python/broker.py
+    "python3-qpid-proton",  # the proton binding for Debian's python3, which runs the example broker
+    "libsasl2-modules",  # Cyrus PLAIN/ANONYMOUS for Proton-C's SASL layer
+    "rabbitmq-server",  # bookworm: 3.10.x, with the rabbitmq_amqp1_0 plugin
+    "erlang-base",
+]
+
+SCENARIOS = ("S1", "S2", "S3", "S4")
+SCENARIO_TITLES = {
+    "S1": "S1 — queue, at-least-once, send and receive concurrently (end-to-end msgs/s)",
+    "S2": "S2 — durable messages to a durable queue with no consumer (`accepted` after disk), then drain",
+    "S3": "S3 — one topic to 10 consumers (deliveries/s across all consumers)",
+    "S4": "S4 — one message in flight (round trip, µs)",
+}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+T0 = time.monotonic()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- setup
+
+
+def missing_packages() -> list[str]:
+    missing = []
+    for pkg in DEBIAN_PACKAGES:
+        r = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", pkg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        if "install ok installed" not in r.stdout:
+            missing.append(pkg)
+    return missing
+
+
+def ensure_packages() -> None:
+    if not shutil.which("dpkg-query"):
+        log("not a Debian system: skipping package installation")
+        return
+    missing = missing_packages()
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        sys.exit(f"missing Debian packages {missing}; run as root or install them: apt-get install {' '.join(missing)}")
+    log(f"installing Debian packages: {' '.join(missing)}")
+    # RUNLEVEL=1 keeps invoke-rc.d from starting a system rabbitmq-server on hosts without a policy-rc.d; the
+    # benchmark never uses a system instance anyway (own node name, ports, epmd and directories).
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", RUNLEVEL="1")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, timeout=600)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], check=True, env=env, timeout=1200
+    )
+
+
+def build_loadgen() -> None:
+    BUILD.mkdir(parents=True, exist_ok=True)
+    if LOADGEN.exists() and LOADGEN.stat().st_mtime >= LOADGEN_SRC.stat().st_mtime:
+        return
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "libqpid-proton"], stdout=subprocess.PIPE, text=True, check=True
+    ).stdout.split()
+    cmd = ["gcc", "-O2", "-Wall", "-Wextra", "-std=c11", "-o", str(LOADGEN), str(LOADGEN_SRC), *flags]
+    log("compiling loadgen: " + " ".join(cmd))
+    subprocess.run(cmd, check=True, timeout=300)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with code {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.25)
+    raise RuntimeError(f"port {port} did not accept connections within {seconds:.0f} s")
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------- /proc
+
+
+def proc_tree(root: int) -> list[int]:
+    """The root pid and every live descendant."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    out, i = [root], 0
+    while i < len(out):
+        out.extend(children.get(out[i], []))
+        i += 1
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime+stime (+ reaped children's) of the given processes, in seconds."""
+    ticks = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks / CLK_TCK
+
+
+def status_kb(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Samples the summed VmRSS of a process tree every 0.2 s while a scenario runs; keeps the maximum."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        kb = sum(status_kb(p, "VmRSS") for p in proc_tree(self.root))
+        self.peak_kb = max(self.peak_kb, kb)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample()
+
+    def __enter__(self) -> RssSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+
+# ---------------------------------------------------------------------------------------------- brokers
+
+
+class Broker:
+    """A broker child process: start() returns once its AMQP port accepts connections; stop() ends it by PID."""
+
+    name = "?"
+    label = "?"
+    sasl = ["--sasl", "anonymous"]
+    topic_supported = True
+    durable_note = ""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.version = ""
+        self.logfile = workdir / f"{self.name}.log"
+
+    # addressing: extra loadgen arguments for a queue node and for a topic node
+    def queue_args(self) -> list[str]:
+        raise NotImplementedError
+
+    def topic_args(self, run_id: str) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def tree(self) -> list[int]:
+        return proc_tree(self.pid)
+
+    def peak_hwm_kb(self) -> int:
+        return sum(status_kb(p, "VmHWM") for p in self.tree())
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        pids = self.tree()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            log(f"{self.name}: did not stop on SIGTERM within 30 s, sending SIGKILL to {pids}")
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.proc.wait(timeout=10)
+        # anything of ours still alive (helper processes of the VM)
+        for p in pids[1:]:
+            try:
+                os.kill(p, 0)
+            except OSError:
+                continue
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class ProtonExample(Broker):
+    name = "proton-example"
+    label = "proton example (Python)"
+    topic_supported = False
+    durable_note = "in memory: `accepted` is not after disk"
+
+    def __init__(self, workdir: Path, python: str) -> None:
+        super().__init__(workdir)
+        self.python = python
+
+    def queue_args(self) -> list[str]:
+        return ["--address", "bench.q"]
+
+    def topic_args(self, run_id: str) -> list[str]:
+        return ["--address", "bench.t"]
+
+    def start(self) -> None:
+        if not PROTON_EXAMPLE.exists():
+            raise RuntimeError(f"{PROTON_EXAMPLE} missing (package libqpid-proton11-dev-examples)")
+        self.port = free_port()
+        ver = subprocess.run(
+            [
+                self.python,
+                "-c",
+                "import proton, sys; print('.'.join(map(str, proton.VERSION)), sys.version.split()[0])",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ).stdout.split()
+        if len(ver) == 2:
+            self.version = f"python-qpid-proton {ver[0]} on {self.python} (Python {ver[1]})"
+        out = open(self.logfile, "wb")
+        self.proc = subprocess.Popen(
+            [self.python, str(PROTON_EXAMPLE), "-a", f"127.0.0.1:{self.port}"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+        try:
+            wait_port(self.port, self.proc, 30)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}: {tail(self.logfile)}") from None
+
+
+class RabbitMQ(Broker):
+    name = "rabbitmq"
+    label = "RabbitMQ"
+    sasl = ["--sasl", "plain", "--user", "guest", "--password", "guest"]
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.epmd: subprocess.Popen | None = None
+
+    # RabbitMQ 3.10's AMQP 1.0 plugin (v1 address format):
+    #   /queue/NAME   declares queue NAME and publishes to it through the default exchange.  The declaration
+    #                 takes `durable` from the terminus durability: non-zero -> a durable, shared queue; zero ->
+    #                 on a target an exclusive auto-delete queue, so both links must ask for durability.
+    #   /amq/queue/NAME  an existing queue, never declared.
+    #   /topic/KEY    target: publish to amq.topic with routing key KEY; source: a new server-named queue bound
+    #                 to amq.topic with KEY per receiving link, so every receiver gets every message (fan-out).
+    #   /exchange/X[/KEY]  publish to exchange X / consume through a private queue bound to X.
+    def queue_args(self) -> list[str]:
+        return ["--address", "/queue/bench.q", "--terminus-durable", "configuration"]
+
+    def topic_args(self, run_id: str) -> list[str]:
+        # a fresh routing key per run: the plugin leaves the receivers' queues behind (not auto-delete)
+        return ["--address", f"/topic/bench.t.{run_id}"]
+
+    def start(self) -> None:
+        if not RABBIT_SERVER.exists():
+            raise RuntimeError(f"{RABBIT_SERVER} missing (package rabbitmq-server)")
+        w = self.workdir
+        for d in ("mnesia", "log", "home"):
+            (w / d).mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        dist_port = free_port()
+        epmd_port = free_port()
+        node = f"subgatebench{os.getpid()}@localhost"
+        (w / "rabbitmq.conf").write_text(
+            f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
+            "listeners.ssl = none\n"
+            "log.console = false\n"
+            "log.file.level = warning\n"
+            "loopback_users.guest = true\n"
+        )
+        (w / "enabled_plugins").write_text("[rabbitmq_amqp1_0].\n")
+        (w / "rabbitmq-env.conf").write_text("")  # so /etc/rabbitmq/rabbitmq-env.conf is not read
+        epmd_env = dict(os.environ, ERL_EPMD_PORT=str(epmd_port), ERL_EPMD_ADDRESS="127.0.0.1")
+        env = dict(
+            epmd_env,
+            HOME=str(w / "home"),  # the Erlang cookie goes here
+            RABBITMQ_NODENAME=node,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(dist_port),
+            RABBITMQ_CONF_ENV_FILE=str(w / "rabbitmq-env.conf"),
+            RABBITMQ_CONFIG_FILE=str(w / "rabbitmq.conf"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(w / "advanced.config"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(w / "enabled_plugins"),
+            RABBITMQ_MNESIA_BASE=str(w / "mnesia"),
+            RABBITMQ_LOG_BASE=str(w / "log"),
+            RABBITMQ_LOGS=str(w / "log" / "rabbit.log"),
+            RABBITMQ_PID_FILE=str(w / "rabbit.pid"),
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        self.version = "RabbitMQ " + dpkg_version("rabbitmq-server") + ", Erlang " + dpkg_version("erlang-base")
+        # Our own epmd on a private port, as our child, so the node registers nowhere else and nothing outlives us.
+        epmd = shutil.which("epmd") or "/usr/bin/epmd"
+        self.epmd = subprocess.Popen(
+            [epmd, "-port", str(epmd_port), "-address", "127.0.0.1"],
+            env=epmd_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        out = open(self.logfile, "wb")
+        self.proc = subprocess.Popen([str(RABBIT_SERVER)], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=w)
+        try:
+            wait_port(self.port, self.proc, 120)
+        except RuntimeError as e:
+            self.stop()
+            raise RuntimeError(f"{e}: {tail(self.logfile)} {tail(w / 'log' / 'rabbit.log')}") from None
+
+    def stop(self) -> None:
+        super().stop()
+        if self.epmd is not None and self.epmd.poll() is None:
+            self.epmd.terminate()
+            try:
+                self.epmd.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.epmd.kill()
+                self.epmd.wait(timeout=10)
+
+
+class Subgate(Broker):
+    name = "subgate"
+    label = "subgate"
+
+    def __init__(self, workdir: Path, exe: str, store: str, extra: list[str]) -> None:
+        super().__init__(workdir)
+        self.exe = exe
+        self.store_template = store
+        self.store = store.replace("{tmpdir}", str(workdir))
+        self.extra = extra
+
+    def queue_args(self) -> list[str]:
+        return ["--address", "bench.q", "--cap", "queue"]
+
+    def topic_args(self, run_id: str) -> list[str]:
+        return ["--address", "bench.t", "--cap", "topic"]
+
+    def start(self) -> None:
+        if not Path(self.exe).exists() and not shutil.which(self.exe):
+            raise RuntimeError(f"{self.exe} not found")
+        py = Path(self.exe).parent / "python"
+        self.version = "subgate on " + (
+            subprocess.run(
+                [str(py), "-c", "import sys; print(sys.executable, sys.version.split()[0])"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            ).stdout.strip()
+            if py.exists()
+            else "?"
+        )
+        cmd = [self.exe, "serve", "--listen", "127.0.0.1:0", "--store", self.store, "--migrate", *self.extra]
+        shown = [*cmd[:5], self.store_template.replace("{tmpdir}", "<tmpdir>"), *cmd[6:]]
+        self.command = " ".join(shlex.quote(c) for c in shown)
+        out = open(self.logfile, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, cwd=self.workdir)
+        found = threading.Event()
+        pattern = re.compile(rb"listening on (?:127\.0\.0\.1|\[?[0-9a-fA-F:.]+\]?):(\d+)")
+
+        def pump() -> None:  # copy stderr to the log file, watching for the listening line
+            assert self.proc is not None and self.proc.stderr is not None
+            for line in self.proc.stderr:
+                out.write(line)
+                out.flush()
+                if not found.is_set():
+                    m = pattern.search(line)
+                    if m:
+                        self.port = int(m.group(1))
+                        found.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not found.wait(0.2):
+            if self.proc.poll() is not None:
+                time.sleep(0.3)  # let the pump copy the last lines
+                raise RuntimeError(f"exited with code {self.proc.returncode}: {tail(self.logfile, 3)}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"no 'listening on' line within 60 s: {tail(self.logfile, 3)}")
+        wait_port(self.port, self.proc, 30)
+
+
+def dpkg_version(pkg: str) -> str:
+    r = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", pkg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    return r.stdout.strip() or "?"
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+
+
+def loadgen(broker: Broker, mode: str, args: list[str], timeout: float) -> dict:
+    cmd = [str(LOADGEN), mode, "--port", str(broker.port), *broker.sasl, "--timeout", str(int(timeout)), *args]
+    log(f"  {broker.name}: {' '.join(cmd[1:])}")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "loadgen did not exit"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"ok": False, "error": f"loadgen exit {r.returncode}: {r.stderr.strip()[-300:]}"}
+    res = json.loads(lines[-1])
+    res["exit_code"] = r.returncode
+    if r.returncode != 0:
+        res["ok"] = False
+        res.setdefault("error", r.stderr.strip()[-300:])
+    return res
+
+
+def measured(broker: Broker, mode: str, args: list[str], timeout: float, per: str) -> dict:
+    """Run loadgen while measuring the broker's CPU and RSS; `per` names the result field to divide CPU by."""
+    if broker.proc is not None and broker.proc.poll() is not None:
+        return {"ok": False, "error": f"broker exited with code {broker.proc.returncode}"}
+    cpu0 = cpu_seconds(broker.tree())
+    with RssSampler(broker.pid) as rss:
+        res = loadgen(broker, mode, args, timeout)
+    cpu = cpu_seconds(broker.tree()) - cpu0
+    res["broker_cpu_seconds"] = round(cpu, 3)
+    n = res.get(per) or 0
+    res["broker_cpu_us_per_msg"] = round(cpu / n * 1e6, 1) if n else None
+    res["broker_peak_rss_mb"] = round(rss.peak_kb / 1024, 1)
+    if not res.get("ok"):
+        log(f"  {broker.name} {mode}: FAILED: {res.get('error')}")
+    else:
+        rate = res.get("deliveries_per_sec") or res.get("msgs_per_sec")
+        extra = f" p50={res['p50_us']}us p99={res['p99_us']}us" if mode == "latency" else ""
+        log(f"  {broker.name} {mode}: {rate:.0f}/s{extra} cpu={res['broker_cpu_us_per_msg']}us/msg")
+    return res
+
+
+def run_broker(broker: Broker, opts: argparse.Namespace, run_id: str) -> dict:
+    out: dict = {"label": broker.label, "available": False, "scenarios": {}}
+    log(f"starting {broker.name}")
+    t0 = time.monotonic()
+    try:
+        broker.start()
+    except Exception as e:  # noqa: BLE001 - any failure to start is reported, and the run goes on
+        out["reason"] = str(e)
+        log(f"{broker.name}: not available ({e})")
+        return out
+    out.update(available=True, version=broker.version, port=broker.port, pid=broker.pid)
+    if isinstance(broker, Subgate):
+        out["command"] = broker.command
+        out["store"] = broker.store
+    log(f"{broker.name} up on 127.0.0.1:{broker.port} (pid {broker.pid}) after {time.monotonic() - t0:.1f} s")
+    n, size, window = opts.count, opts.size, opts.window
+    common = ["--size", str(size), "--window", str(window)]
+    q = broker.queue_args()
+    tmo = opts.scenario_timeout
+    sc = out["scenarios"]
+    try:
+        if opts.warmup:
+            w = loadgen(broker, "pair", [*q, *common, "--count", str(opts.warmup)], tmo)
+            if not w.get("ok"):
+                log(f"{broker.name}: warm-up failed: {w.get('error')}")
+        if "S1" in opts.scenarios:
+            sc["S1"] = measured(broker, "pair", [*q, *common, "--count", str(n)], tmo, "received")
+        if "S2" in opts.scenarios:
+            send = measured(broker, "send", [*q, *common, "--count", str(n), "--durable"], tmo, "accepted")
+            drain = (
+                measured(broker, "recv", [*q, *common, "--count", str(n)], tmo, "received")
+                if send.get("ok")
+                else {"ok": False, "error": "not run: the send half failed"}
+            )
+            sc["S2"] = {"send": send, "drain": drain, "note": broker.durable_note}
+        if "S3" in opts.scenarios:
+            if not broker.topic_supported:
+                sc["S3"] = {
+                    "ok": False,
+                    "na": True,
+                    "error": "n/a: no topic fan-out (every address is a competing-consumer queue)",
+                }
+            else:
+                args = [*broker.topic_args(run_id), *common, "--count", str(opts.fanout_count)]
+                args += ["--receivers", str(opts.receivers)]
+                sc["S3"] = measured(broker, "fanout", args, tmo, "deliveries")
+        if "S4" in opts.scenarios:
+            args = [*q, *common, "--count", str(opts.latency_count), "--warmup", str(opts.latency_warmup)]
+            sc["S4"] = measured(broker, "latency", args, tmo, "samples")
+        out["peak_vmhwm_mb"] = round(broker.peak_hwm_kb() / 1024, 1)
+    finally:
+        log(f"stopping {broker.name} (pid {broker.pid})")
+        broker.stop()
+        out["exit_code"] = broker.proc.returncode if broker.proc else None
+        out["log"] = str(broker.logfile)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- reporting
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def fmt(x: object, digits: int = 0) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, (int, float)):
+        return f"{x:,.{digits}f}"
+    return str(x)
+
+
+def cell(res: dict | None, key: str, digits: int = 0) -> str:
+    if res is None:
+        return "not run"
+    if not res.get("ok"):
+        return "n/a" if res.get("na") else "failed"
+    return fmt(res.get(key), digits)
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a and b else "n/a"
+
+
+def scenario_rows(results: dict, sid: str) -> tuple[list[str], list[list[str]], dict[str, float | None]]:
+    """Header, rows and the headline metric per broker for one scenario."""
+    headline: dict[str, float | None] = {}
+    rows = []
+    if sid == "S1":
+        head = ["broker", "msgs/s end-to-end", "broker CPU µs/msg", "broker peak RSS MiB", "note"]
+    elif sid == "S2":
+        head = [
+            "broker",
+            "send msgs/s (accepted)",
+            "drain msgs/s",
+            "CPU µs/msg send",
+            "CPU µs/msg drain",
+            "peak RSS MiB",
+            "note",
+        ]
+    elif sid == "S3":
+        head = ["broker", "deliveries/s", "publish msgs/s", "broker CPU µs/delivery", "broker peak RSS MiB", "note"]
+    else:
+        head = ["broker", "p50 µs", "p99 µs", "mean µs", "broker CPU µs/round trip", "note"]
+    for name, b in results.items():
+        label = b["label"]
+        if not b["available"]:
+            rows.append([label] + ["–"] * (len(head) - 2) + [f"not available ({b.get('reason', '?')})"])
+            headline[name] = None
+            continue
+        r = b["scenarios"].get(sid)
+        if r is None:
+            rows.append([label] + ["not run"] * (len(head) - 2) + [""])
+            headline[name] = None
+            continue
+        if sid == "S2":
+            s, d = r["send"], r["drain"]
+            errs = "; ".join(x.get("error", "") for x in (s, d) if not x.get("ok"))
+            rows.append(
+                [
+                    label,
+                    cell(s, "msgs_per_sec"),
+                    cell(d, "msgs_per_sec"),
+                    cell(s, "broker_cpu_us_per_msg", 1),
+                    cell(d, "broker_cpu_us_per_msg", 1),
+                    fmt(max(s.get("broker_peak_rss_mb") or 0, d.get("broker_peak_rss_mb") or 0), 1),
+                    "; ".join(x for x in (r.get("note"), errs) if x),
+                ]
+            )
+            headline[name] = s.get("msgs_per_sec") if s.get("ok") else None
+            headline[name + ":drain"] = d.get("msgs_per_sec") if d.get("ok") else None
+            continue
+        note = "" if r.get("ok") else r.get("error", "")
+        if sid == "S1":
+            rows.append(
+                [
+                    label,
+                    cell(r, "msgs_per_sec"),
+                    cell(r, "broker_cpu_us_per_msg", 1),
+                    cell(r, "broker_peak_rss_mb", 1),
+                    note,
+                ]
+            )
+            headline[name] = r.get("msgs_per_sec") if r.get("ok") else None
+        elif sid == "S3":
+            pub = None
+            if r.get("ok") and r.get("seconds"):
+                pub = r["count"] / r["seconds"]
+            rows.append(
+                [
+                    label,
+                    cell(r, "deliveries_per_sec"),
+                    fmt(pub) if r.get("ok") else cell(r, "x"),
+                    cell(r, "broker_cpu_us_per_msg", 1),
+                    cell(r, "broker_peak_rss_mb", 1),
+                    note,
+                ]
+            )
+            headline[name] = r.get("deliveries_per_sec") if r.get("ok") else None
+        else:
+            rows.append(
+                [
+                    label,
+                    cell(r, "p50_us", 1),
+                    cell(r, "p99_us", 1),
+                    cell(r, "mean_us", 1),
+                    cell(r, "broker_cpu_us_per_msg", 1),
+                    note,
+                ]
+            )
+            headline[name] = r.get("p50_us") if r.get("ok") else None
+            headline[name + ":p99"] = r.get("p99_us") if r.get("ok") else None
+    return head, rows, headline
+
+
+def ratio_lines(sid: str, h: dict[str, float | None], results: dict) -> list[str]:
+    sg = results.get("subgate")
+    if sg is None:
+        return []
+    if not sg["available"]:
+        return [f"- subgate/peers: n/a (subgate not available: {sg.get('reason', '?')})"]
+    out = []
+    for peer in ("rabbitmq", "proton-example"):
+        if peer not in results:
+            continue
+        lbl = f"subgate/{peer}"
+        if sid == "S2":
+            out.append(
+                f"- {lbl}: send {ratio(h.get('subgate'), h.get(peer))}, "
+                f"drain {ratio(h.get('subgate:drain'), h.get(peer + ':drain'))}"
+            )
+        elif sid == "S4":
+            out.append(
+                f"- {lbl}: p50 {ratio(h.get('subgate'), h.get(peer))}, "
+                f"p99 {ratio(h.get('subgate:p99'), h.get(peer + ':p99'))} (round trip; lower is better)"
+            )
+        else:
+            r = ratio(h.get("subgate"), h.get(peer))
+            out.append(f"- {lbl}: {r}" + (" (throughput; higher is better)" if r != "n/a" else ""))
+    return out
+
+
+def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return lines
+
+
+def text_table(head: list[str], rows: list[list[str]]) -> str:
+    cols = [head] + rows
+    width = [min(max(len(r[i]) for r in cols), 60) for i in range(len(head))]
+    out = []
+    for i, r in enumerate(cols):
+        out.append("  ".join(c[:60].ljust(width[j]) for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in width))
+    return "\n".join(out)
+
+
+def machine_note() -> dict:
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "memory": mem,
+        "kernel": platform.release(),
+        "runner_python": f"{sys.executable} {platform.python_version()}",
+        "proton_c": dpkg_version("libqpid-proton11-dev"),
+    }
+
+
+def render_section(report: dict) -> str:
+    m = report["machine"]
+    o = report["options"]
+    L = [
+        BEGIN,
+        "<!-- generated by bench/run.py; everything between the bench markers is rewritten on each run -->",
+        "",
+        f"### Latest run: {report['date']}",
+        "",
+        "Command (from the repository root):",
+        "",
+        "```",
+        report["command"],
+        "```",
+        "",
+        f"Machine: {m['nproc']} cores ({m['cpu']}), {m['memory']} RAM, Linux {m['kernel']}; runner "
+        f"{m['runner_python']}; Proton-C {m['proton_c']}; wall time {duration(report['wall_seconds'])}. "
+        "Shared, noisy machine: compare the ratios within one run, not absolute figures across runs.",
+        "",
+        f"Sizes: {o['count']:,} messages for S1/S2, {o['fanout_count']:,} messages × {o['receivers']} receivers "
+        f"for S3, {o['latency_count']:,} round trips (after {o['latency_warmup']:,} warm-up) for S4; "
+        f"{o['size']} B bodies, window {o['window']}. Broker CPU = utime+stime of the broker's process tree "
+        "during the scenario divided by the messages (S3: by deliveries; S4: by round trips).",
+        "",
+        "Brokers:",
+        "",
+    ]
+    for b in report["brokers"].values():
+        if b["available"]:
+            extra = f" — `{b['command']}`" if b.get("command") else ""
+            L.append(f"- {b['label']}: {b.get('version', '')}{extra}")
+        else:
+            L.append(f"- {b['label']}: not available ({b.get('reason', '?')})")
+    L.append("")
+    for sid in SCENARIOS:
+        if sid not in o["scenarios"]:
+            continue
+        head, rows, h = scenario_rows(report["brokers"], sid)
+        L += [f"#### {SCENARIO_TITLES[sid]}", ""] + md_table(head, rows) + [""]
+        rl = ratio_lines(sid, h, report["brokers"])
+        if rl:
+            L += rl + [""]
+    L.append(END)
+    return "\n".join(L)
+
+
+def update_doc(section: str) -> None:
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    if DOC.exists():
+        text = DOC.read_text()
+    else:
+        text = (
+            "# Performance\n\n"
+            "Benchmarks of subgate against RabbitMQ 3.10 (AMQP 1.0 plugin) and proton's Python example broker,\n"
+            "driven by the C load client in `bench/`. How to run them and what each scenario means: "
+            "`bench/README.md`.\n\n"
+        )
+    b, e = text.find(BEGIN), text.find(END)
+    if b != -1 and e != -1 and e > b:
+        text = text[:b] + section + text[e + len(END) :]
+    else:
+        text = text.rstrip("\n") + "\n\n## Benchmark results\n\n" + section + "\n"
+    DOC.write_text(text)
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--count", type=int, default=200_000, help="messages for S1 and S2 (default 200000)")
+    p.add_argument("--fanout-count", type=int, help="messages published in S3 (default count/10, min 1000)")
+    p.add_argument("--receivers", type=int, default=10, help="S3 receivers (default 10)")
+    p.add_argument("--latency-count", type=int, help="S4 measured round trips (default count/20, 1000..10000)")
+    p.add_argument("--latency-warmup", type=int, help="S4 unmeasured round trips first (default latency-count/10)")
+    p.add_argument("--warmup", type=int, help="unmeasured send+receive before S1 (default count/20, max 5000)")
+    p.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
+    p.add_argument("--window", type=int, default=1000, help="unsettled window / credit (default 1000)")
+    p.add_argument("--brokers", default="rabbitmq,proton-example,subgate", help="comma list, in run order")
+    p.add_argument("--scenarios", default="S1,S2,S3,S4", help="comma list of S1..S4")
+    p.add_argument("--subgate", default=str(REPO / ".venv" / "bin" / "subgate"), help="subgate executable")
+    p.add_argument(
+        "--subgate-store",
+        default="sqlite:///{tmpdir}/bench.db",
+        help="subgate --store URL; {tmpdir} is the broker's temp dir (default sqlite:///{tmpdir}/bench.db)",
+    )
+    p.add_argument("--subgate-args", default="", help="extra arguments for subgate serve, one string")
+    p.add_argument("--example-python", default="/usr/bin/python3", help="interpreter for proton's example broker")
+    p.add_argument("--scenario-timeout", type=float, help="deadline per loadgen run, seconds (default by count)")
+    p.add_argument("--no-install", action="store_true", help="do not apt-get install missing packages")
+    p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md")
+    p.add_argument("--keep-tmp", action="store_true", help="keep the brokers' temp dirs (logs, stores)")
+    o = p.parse_args(argv)
+    o.brokers = [b.strip() for b in o.brokers.split(",") if b.strip()]
+    for b in o.brokers:
+        if b not in ("rabbitmq", "proton-example", "subgate"):
+            p.error(f"unknown broker {b}")
+    o.scenarios = [s.strip().upper() for s in o.scenarios.split(",") if s.strip()]
+    for s in o.scenarios:
+        if s not in SCENARIOS:
+            p.error(f"unknown scenario {s}")
+    if o.fanout_count is None:
+        o.fanout_count = max(o.count // 10, 1000)
+    if o.latency_count is None:
+        o.latency_count = min(max(o.count // 20, 1000), 10_000)
+    if o.latency_warmup is None:
+        o.latency_warmup = max(o.latency_count // 10, 100)
+    if o.warmup is None:
+        o.warmup = min(o.count // 20, 5000)
+    if o.scenario_timeout is None:
+        o.scenario_timeout = max(180.0, o.count / 250)  # a broker slower than 250 msgs/s counts as failed
+    return o
+
+
+def main(argv: list[str]) -> int:
+    opts = parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the `finally` blocks stop the brokers we started
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    started = dt.datetime.now().astimezone()
+    command = "python3 bench/run.py" + ("" if not argv else " " + " ".join(shlex.quote(a) for a in argv))
+    if not opts.no_install:
+        ensure_packages()
+    build_loadgen()
+    run_id = started.strftime("%Y%m%d%H%M%S")
+    tmp_root = Path(tempfile.mkdtemp(prefix="subgate-bench-"))
+    log(f"temp dir {tmp_root}")
+    results: dict = {}
+    try:
+        for name in opts.brokers:
+            w = tmp_root / name
+            w.mkdir()
+            broker: Broker
+            if name == "rabbitmq":
+                broker = RabbitMQ(w)
+            elif name == "proton-example":
+                broker = ProtonExample(w, opts.example_python)
+            else:
+                broker = Subgate(w, opts.subgate, opts.subgate_store, shlex.split(opts.subgate_args))
+            results[name] = run_broker(broker, opts, run_id)
+    finally:
+        if not opts.keep_tmp:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    wall = time.monotonic() - T0
+    report = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": command,
+        "wall_seconds": round(wall, 1),
+        "machine": machine_note(),
+        "options": {
+            k: getattr(opts, k)
+            for k in (
+                "count",
+                "fanout_count",
+                "receivers",
+                "latency_count",
+                "latency_warmup",
+                "warmup",
+                "size",
+                "window",
+                "brokers",
+                "scenarios",
+                "subgate",
+                "subgate_store",
+                "subgate_args",
+                "example_python",
+            )
+        },
+        "brokers": results,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{started.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+
+    print()
+    for sid in SCENARIOS:
+        if sid not in opts.scenarios:
+            continue
+        head, rows, h = scenario_rows(results, sid)
+        print(SCENARIO_TITLES[sid])
+        print(text_table(head, rows))
+        for line in ratio_lines(sid, h, results):
+            print("  " + line[2:])
+        print()
+    print(f"results: {out}")
+    if not opts.no_doc:
+        update_doc(render_section(report))
+        print(f"updated: {DOC}")
+    print(f"wall time: {duration(wall)}")
+    peers_ok = any(b["available"] for n, b in results.items() if n != "subgate")
+    return 0 if peers_ok or not [b for b in opts.brokers if b != "subgate"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
