@@ -101,6 +101,7 @@ class Queue:
         self.cursor = cursor
         self.consumers: list[Consumer] = []
         self._ready: deque[Message] = deque()
+        self._ready_unordered = False  # a lower sequence arrived after a higher one (see push)
         self._returned: list[tuple[int, Message]] = []
         self._scheduled: list[tuple[int, int, Message]] = []
         self._failures: dict[int, int] = {}
@@ -125,7 +126,8 @@ class Queue:
         """The highest sequence below every message this queue still holds (for the journal cursor)."""
         candidates = [m.seq for m in self._outstanding.values()]
         if self._ready:
-            candidates.append(self._ready[0].seq)
+            ready = self._ready
+            candidates.append(min(m.seq for m in ready) if self._ready_unordered else ready[0].seq)
         if self._returned:
             candidates.append(self._returned[0][0])
         candidates.extend(seq for _, seq, _ in self._scheduled)
@@ -141,7 +143,12 @@ class Queue:
             if self.on_schedule is not None:
                 self.on_schedule(message.deliver_at)
             return
-        self._ready.append(message)
+        ready = self._ready
+        if ready and message.seq < ready[-1].seq:
+            # A journaled message is routed when its commit completes, so it can arrive behind a later,
+            # non-journaled one: ``_ready`` is then no longer sorted and low_water() must look at all of it.
+            self._ready_unordered = True
+        ready.append(message)
         if self.consumers:
             self.dispatch()
 
@@ -164,6 +171,9 @@ class Queue:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        # Exclusions are by id(): once the consumer is gone its id may be reused by a new one.
+        for declined in self._declined.values():
+            declined.discard(id(consumer))
 
     def _peek(self) -> Message | None:
         ready, returned = self._ready, self._returned
@@ -177,6 +187,8 @@ class Queue:
             heapq.heappop(returned)
         else:
             self._ready.popleft()
+            if not self._ready:
+                self._ready_unordered = False
 
     def dispatch(self) -> None:
         """Give available messages to consumers with credit, round robin, in queue order."""
@@ -186,25 +198,47 @@ class Queue:
             return
         now = 0
         idle = 0
-        while idle < count:
+        declined = False  # a consumer with credit did not want the current message
+        skipped: list[Message] | None = None
+        while True:
             message = self._peek()
             if message is None:
-                return
+                break
             if message.expires:
                 now = now or now_ms()
                 if message.expires <= now:
                     self._pop(message)
                     self._expire(message)
                     continue
+            if idle >= count:
+                if not declined:
+                    break  # no consumer has credit
+                # Every consumer with credit declined it (undeliverable-here, filter): it keeps its place for
+                # others, and the messages behind it go on (a JMS consumer must not be stalled by one it refused).
+                self._pop(message)
+                if skipped is None:
+                    skipped = []
+                skipped.append(message)
+                idle = 0
+                declined = False
+                continue
             consumer = consumers[self._rr % count]
             self._rr += 1
-            if consumer.credit <= 0 or not self._wants(consumer, message):
+            if consumer.credit <= 0:
                 idle += 1
+                continue
+            if not self._wants(consumer, message):
+                idle += 1
+                declined = True
                 continue
             self._pop(message)
             self._outstanding[message.seq] = message
             consumer.deliver(message, self._failures.get(message.seq, 0))
             idle = 0
+            declined = False
+        if skipped is not None:
+            for message in skipped:
+                heapq.heappush(self._returned, (message.seq, message))
 
     def _wants(self, consumer: Consumer, message: Message) -> bool:
         declined = self._declined.get(message.seq)
@@ -280,6 +314,7 @@ class Queue:
         for message in list(self._ready) + [m for _, m in self._returned] + [m for _, _, m in self._scheduled]:
             self._discard(message)
         self._ready.clear()
+        self._ready_unordered = False
         self._returned.clear()
         self._scheduled.clear()
 
