@@ -119,8 +119,7 @@ class Broker:
             if cursor.acks_since_low_water:
                 node = self.router.nodes.get(name)
                 if isinstance(node, Queue):
-                    low = node.low_water()
-                    self.router.writer.submit_low_water(cursor.cursor_id, low if low >= 0 else self.router._next_seq)
+                    self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(node))
                 cursor.acks_since_low_water = 0
         if not self.stopping:
             self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
@@ -394,6 +393,7 @@ class Broker:
         ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
         if ingest.record is not None:
             inbound.pending += 1
+            self.router.submitted(ingest.record.id)
             self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
@@ -455,18 +455,26 @@ class Broker:
         touched: set[Inbound] = set()
         for token in result.tokens:
             if callable(token):
+                token(None)
+                continue
+            delivery, message, node, inbound = token
+            self.router.committed(message.seq)
+            inbound.pending -= 1
+            touched.add(inbound)
+            self._route(node, message)
+            if not inbound.closed:
+                if not delivery.settled:
+                    delivery.update(Delivery.ACCEPTED)
+                delivery.settle()
+        for token in result.failed:
+            if callable(token):
                 token(result.error)
                 continue
             delivery, message, node, inbound = token
+            self.router.committed(message.seq)
             inbound.pending -= 1
             touched.add(inbound)
-            if result.error is None:
-                self._route(node, message)
-                if not inbound.closed:
-                    if not delivery.settled:
-                        delivery.update(Delivery.ACCEPTED)
-                    delivery.settle()
-            elif not inbound.closed:
+            if not inbound.closed:
                 self._reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
         for inbound in touched:
             inbound.top_up()

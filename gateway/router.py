@@ -8,6 +8,7 @@ a journal record. It knows nothing of proton; the gateway hands in bytes and an 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 from gateway import codec
@@ -57,6 +58,31 @@ class Router:
         self._next_node_id = catalog.max_node_id
         self._next_cursor_id = catalog.max_cursor_id
         self.cursors: dict[str, JournalCursor] = {}
+        # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
+        self._uncommitted: deque[int] = deque()
+        self._committed_early: set[int] = set()
+
+    # -- journal commits -----------------------------------------------------------------------------------
+    def submitted(self, seq: int) -> None:
+        self._uncommitted.append(seq)
+
+    def committed(self, seq: int) -> None:
+        uncommitted = self._uncommitted
+        if uncommitted and uncommitted[0] == seq:
+            uncommitted.popleft()
+            while uncommitted and uncommitted[0] in self._committed_early:
+                self._committed_early.discard(uncommitted.popleft())
+        else:
+            self._committed_early.add(seq)
+
+    def safe_low_water(self, queue: Queue) -> int:
+        """A queue's low-water mark that never passes a message still on its way into the journal."""
+        low = queue.low_water()
+        if low < 0:
+            low = self._next_seq
+        if self._uncommitted:
+            low = min(low, self._uncommitted[0] - 1)
+        return low
 
     # -- nodes ---------------------------------------------------------------------------------------------
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:

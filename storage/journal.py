@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,15 +34,17 @@ _FAILURES = DeliveryFailure.__table__
 _CURSORS = AckCursor.__table__
 _NODES = Node.__table__
 _STOP = object()
+_ATTEMPTS = 5
 
 
 @dataclass(slots=True)
 class BatchResult:
-    """What one commit did: the tokens it made durable, or the error that rolled it back."""
+    """What one commit did: the tokens it made durable, and those it could not write (with the error)."""
 
     tokens: list[Any]
     error: BaseException | None
     size: int
+    failed: list[Any] = field(default_factory=list)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -119,21 +121,37 @@ class JournalWriter:
 
     def _commit(self, batch: Sequence[Any]) -> None:
         tokens: list[Any] = []
+        failed: list[Any] = []
         error: BaseException | None = None
-        for attempt in range(3):
+        for attempt in range(_ATTEMPTS):
             try:
                 tokens = self._apply(batch)
                 error = None
                 break
-            except Exception as exc:  # a failed batch is reported to every waiter, never silently dropped
+            except Exception as exc:  # retried: a store blip must not fail a whole batch of publishers
                 error = exc
-                log.exception("journal commit failed (attempt %d of 3)", attempt + 1)
-                time.sleep(0.05 * (attempt + 1))
+                log.warning("journal commit failed (attempt %d of %d): %s", attempt + 1, _ATTEMPTS, exc)
+                time.sleep(0.05 * 2**attempt)
         if error is not None:
-            tokens = [item[-1] for item in batch if item[0] in ("msg", "barrier")]
+            # Isolate the bad item(s): apply one by one, so every other write still lands.
+            tokens, failed, error = self._apply_each(batch)
         self.batches += 1
         self.rows += len(batch)
-        self._notify(BatchResult(tokens, error, len(batch)))
+        self._notify(BatchResult(tokens, error, len(batch), failed))
+
+    def _apply_each(self, batch: Sequence[Any]) -> tuple[list[Any], list[Any], BaseException | None]:
+        tokens: list[Any] = []
+        failed: list[Any] = []
+        error: BaseException | None = None
+        for item in batch:
+            try:
+                tokens.extend(self._apply([item]))
+            except Exception as exc:
+                error = exc
+                log.error("journal write %s failed and was not applied: %s", item[0], exc)
+                if item[0] in ("msg", "barrier"):
+                    failed.append(item[-1])
+        return tokens, failed, error
 
     def _apply(self, batch: Sequence[Any]) -> list[Any]:
         messages: list[dict[str, Any]] = []

@@ -330,7 +330,7 @@ def test_drop_cursor_removes_it_with_its_acks_and_failures(journal):
 # -- failures of the writer itself ------------------------------------------------------------------------------
 
 
-def test_a_failing_batch_reports_the_error_to_every_token_and_the_writer_goes_on(journal):
+def test_a_failing_item_is_isolated_and_reported_and_the_writer_goes_on(journal):
     seed = Journal(journal.engine)
     seed.writer.submit_message(new_message(1), "first")
     seed.writer.start()
@@ -341,22 +341,25 @@ def test_a_failing_batch_reports_the_error_to_every_token_and_the_writer_goes_on
     journal.writer.submit_message(new_message(3), "good-3")
     journal.writer.submit_ack(99, 1)
     result = journal.start_and_sync()
-    assert result.tokens == ["good-2", "duplicate-1", "good-3", "barrier-1"]
+    # The batch is retried, then applied item by item: only the bad items fail, everything else lands.
+    assert result.tokens == ["good-2", "good-3", "barrier-1"]
+    assert result.failed == ["duplicate-1"]
     assert isinstance(result.error, IntegrityError)
     assert result.size == 5
-    assert journal.collector.results == [result]  # retried, but reported once
-    assert [row[0] for row in journal.rows(JournalMessage)] == [1]  # the whole batch was rolled back
+    assert journal.collector.results == [result]  # reported once
+    assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2, 3]
     # the writer keeps working
-    journal.writer.submit_message(new_message(2), "retry-2")
+    journal.writer.submit_message(new_message(4), "next-4")
     assert journal.sync().error is None
-    assert journal.collector.wait_for("retry-2").error is None
-    assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2]
+    assert journal.collector.wait_for("next-4").error is None
+    assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2, 3, 4]
 
 
 def test_a_failing_batch_of_acks_reports_to_its_barrier(journal):
     journal.writer.submit_ack(42, 1)  # no such cursor: the foreign key refuses it
     result = journal.start_and_sync()
-    assert result.tokens == ["barrier-1"]
+    assert result.tokens == ["barrier-1"]  # the barrier still passes: only the bad ack is dropped
+    assert result.failed == []
     assert isinstance(result.error, IntegrityError)
     assert journal.rows(Ack) == []
 

@@ -387,9 +387,7 @@ def test_decode_malformed_raises_codec_error(encoded: str, message: str) -> None
 
 def test_decode_deep_lists_raise_codec_error() -> None:
     depth = 3000
-    raw = (
-        b"".join(b"\xd0" + struct.pack(">II", 4 + 9 * (depth - i - 1) + 1, 1) for i in range(depth)) + b"\x40"
-    )
+    raw = b"".join(b"\xd0" + struct.pack(">II", 4 + 9 * (depth - i - 1) + 1, 1) for i in range(depth)) + b"\x40"
     with pytest.raises(CodecError, match="nested too deeply"):
         decode_value(raw, 0)
 
@@ -601,10 +599,8 @@ def _hand_built_with_ulong_descriptors() -> bytes:
         [
             by_code(0x70) + list32(b"\x56\x01", b"\x50\x09", UINT_1000, b"\x56\x00", b"\x70\x00\x00\x00\x05"),
             by_code(0x71) + map32(sym32("x-opt-da"), b"\x40"),
-            by_code(0x72)
-            + map32(sym32("x-opt-a"), str32("v"), ULONG_2, b"\x41", sym32("x-opt-c"), b"\x53\x01"),
-            by_code(0x73)
-            + list32(str32("id"), vbin32(b"user"), str32("to"), b"\x40", b"\x40", b"\x40", sym32("t/p")),
+            by_code(0x72) + map32(sym32("x-opt-a"), str32("v"), ULONG_2, b"\x41", sym32("x-opt-c"), b"\x53\x01"),
+            by_code(0x73) + list32(str32("id"), vbin32(b"user"), str32("to"), b"\x40", b"\x40", b"\x40", sym32("t/p")),
             by_code(0x74) + map32(str32("k"), str32("v")),
             by_code(0x75) + vbin32(b"one"),
             by_code(0x78) + map32(),
@@ -784,9 +780,7 @@ def test_with_annotations(name: str, raw: bytes, extra: dict[str, object]) -> No
     # Every entry that was not replaced keeps its exact bytes and position; new ones come last.
     old_entries, new_entries = annotation_entries(raw, env), annotation_entries(out, new)
     replaced = {key for key, _ in old_entries if type(key) is Symbol and key in extra}
-    assert [k for k, _ in new_entries] == [k for k, _ in old_entries] + [
-        Symbol(k) for k in extra if k not in replaced
-    ]
+    assert [k for k, _ in new_entries] == [k for k, _ in old_entries] + [Symbol(k) for k in extra if k not in replaced]
     for (key, old_bytes), (_, new_bytes) in zip(old_entries, new_entries, strict=False):
         if key in replaced:
             assert new_bytes == encode_value(key) + encode_value(extra[key])  # type: ignore[index]

@@ -394,9 +394,7 @@ def test_client_choosing_a_mechanism_not_offered_gets_auth_failure():
 
     pipe = Pipe(client_end("ANONYMOUS"), SaslServer(["PLAIN"]), to_client=advertise_anonymous).run()
 
-    assert pipe.events == [
-        ProtocolViolation("client chose mechanism 'ANONYMOUS', which was not offered (PLAIN)")
-    ]
+    assert pipe.events == [ProtocolViolation("client chose mechanism 'ANONYMOUS', which was not offered (PLAIN)")]
     assert pipe.sasl.state is SaslState.ERROR
     assert_client_refused(pipe, SASL.AUTH)
 
@@ -526,13 +524,9 @@ NARROW_FIELDS = [sym("PLAIN"), vbin(PLAIN_ALICE), string("example.org")]
         pytest.param(described(smallulong(0x41), lst(*NARROW_FIELDS)), id="smallulong-list8-8bit"),
         pytest.param(described(ulong(0x41), lst(*WIDE_FIELDS, wide=True)), id="ulong-list32-32bit"),
         pytest.param(described(sym("amqp:sasl-init:list"), lst(*NARROW_FIELDS)), id="symbol-descriptor"),
-        pytest.param(
-            described(sym("amqp:sasl-init:list", wide=True), lst(*WIDE_FIELDS)), id="sym32-descriptor"
-        ),
+        pytest.param(described(sym("amqp:sasl-init:list", wide=True), lst(*WIDE_FIELDS)), id="sym32-descriptor"),
         pytest.param(described(smallulong(0x41), lst(*WIDE_FIELDS)), id="list8-of-32bit-fields"),
-        pytest.param(
-            described(smallulong(0x41), lst(*NARROW_FIELDS, NULL, UINT_0)), id="extra-fields-ignored"
-        ),
+        pytest.param(described(smallulong(0x41), lst(*NARROW_FIELDS, NULL, UINT_0)), id="extra-fields-ignored"),
         pytest.param(described(smallulong(0x41), lst(*NARROW_FIELDS)) + b"trailing", id="trailing-bytes"),
     ],
 )
@@ -597,9 +591,7 @@ INIT_BODY = described(smallulong(0x41), lst(sym("PLAIN"), vbin(PLAIN_ALICE)))
 @pytest.mark.parametrize(
     ("sent", "description"),
     [
-        pytest.param(
-            (MAX_FRAME_SIZE + 1).to_bytes(4, "big"), "larger than the 65536 byte limit", id="oversize"
-        ),
+        pytest.param((MAX_FRAME_SIZE + 1).to_bytes(4, "big"), "larger than the 65536 byte limit", id="oversize"),
         pytest.param(b"\xff\xff\xff\xff", "larger than", id="huge"),
         pytest.param(b"\x00\x00\x00\x07", "smaller than a frame header", id="undersize"),
         pytest.param(frame(INIT_BODY, frame_type=0), "expected a SASL frame", id="amqp-frame-type"),
@@ -609,19 +601,13 @@ INIT_BODY = described(smallulong(0x41), lst(sym("PLAIN"), vbin(PLAIN_ALICE)))
         pytest.param(frame(INIT_BODY[:-3]), "undecodable", id="truncated-body"),
         pytest.param(frame(lst(sym("PLAIN"))), "not a described list", id="not-described"),
         pytest.param(frame(described(smallulong(0x41), sym("PLAIN"))), "not a described list", id="not-list"),
-        pytest.param(
-            frame(described(smallulong(0x43), lst(vbin(b"x")))), "got sasl-response", id="sasl-response"
-        ),
+        pytest.param(frame(described(smallulong(0x43), lst(vbin(b"x")))), "got sasl-response", id="sasl-response"),
         pytest.param(frame(described(smallulong(0x40), lst())), "got sasl-mechanisms", id="sasl-mechanisms"),
         pytest.param(frame(described(smallulong(0x10), lst())), "unknown performative", id="amqp-open"),
-        pytest.param(
-            frame(described(sym("amqp:open:list"), lst())), "unknown performative", id="unknown-symbol"
-        ),
+        pytest.param(frame(described(sym("amqp:open:list"), lst())), "unknown performative", id="unknown-symbol"),
         pytest.param(frame(described(vbin(b"x"), lst())), "unknown performative", id="binary-descriptor"),
         pytest.param(frame(described(smallulong(0x41), lst())), "no mechanism", id="list0-init"),
-        pytest.param(
-            frame(described(smallulong(0x41), lst(UINT_0))), "no mechanism", id="mechanism-not-symbol"
-        ),
+        pytest.param(frame(described(smallulong(0x41), lst(UINT_0))), "no mechanism", id="mechanism-not-symbol"),
         pytest.param(
             frame(described(smallulong(0x41), lst(sym("PLAIN"), string("x")))),
             "initial-response is not binary",
@@ -695,9 +681,7 @@ def test_leftover_holds_bytes_received_until_saslDone_is_taken():
     server.complete(True)
     assert outcome_code(server.data_to_send()) == 0
     server.receive_data(b"open")  # after complete() but before the event was taken
-    assert server.next_event() == SaslDone(
-        authenticated=True, username="alice", leftover=AMQP_HEADER + b"open"
-    )
+    assert server.next_event() == SaslDone(authenticated=True, username="alice", leftover=AMQP_HEADER + b"open")
     assert server.next_event() is None
     with pytest.raises(SaslError, match="give these bytes to the AMQP transport"):
         server.receive_data(b"late")
