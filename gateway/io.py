@@ -3,8 +3,9 @@
 Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
 global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket first runs
 ``gateway.sasl.SaslServer`` (password checks go to the ``Authenticator``'s worker threads and come back as the
-``sasl_verdict`` application event), and only then gets a proton ``Transport`` (server mode, no SASL layer)
-bound to a new ``Connection`` on the container's collector. It also batches writes: transports that produced
+``sasl_verdict`` application event; a client that skips SASL waits for the same check as ANONYMOUS, its bytes
+held meanwhile), and only then gets a proton ``Transport`` (server mode, no SASL layer) bound to a new
+``Connection`` on the container's collector. It also batches writes: transports that produced
 output are flushed once per loop turn, and a socket is watched for writability only while a send is short.
 
 Thread rule: everything here runs on the reactor thread; ``Authenticator`` callbacks arrive through the
@@ -24,13 +25,23 @@ from typing import Any
 from proton import Connection, Endpoint, Transport
 from proton.reactor import Container
 
-from gateway.sasl import CredentialsReceived, NoSaslHeader, ProtocolViolation, SaslDone, SaslServer
+from gateway.sasl import (
+    SASL_HEADER,
+    CredentialsReceived,
+    NoSaslHeader,
+    ProtocolViolation,
+    SaslDone,
+    SaslServer,
+)
 
 log = logging.getLogger("subgate.io")
 
 _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
 _RECV_MAX = 1 << 20
+# A client that skips SASL is checked against the anonymous policy like SASL ANONYMOUS (by the Authenticator,
+# whose answer can depend on the store), so it is submitted as these credentials.
+_NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
 
 
 class Channel:
@@ -50,6 +61,7 @@ class Channel:
         "watching",
         "mechanism",
         "eof",
+        "held",
     )
 
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...]) -> None:
@@ -66,6 +78,7 @@ class Channel:
         self.deadline = 0.0
         self.watching = _READ
         self.eof = False
+        self.held: bytes | None = None  # input of a no-SASL connection while its anonymous check runs
 
 
 class ServerIO:
@@ -76,13 +89,11 @@ class ServerIO:
         container: Container,
         *,
         authenticate: Callable[[Channel, CredentialsReceived], None],
-        allow_no_sasl: Callable[[], bool],
         configure_transport: Callable[[Transport], None],
         max_connections: int = 10000,
     ) -> None:
         self._container = container
         self._authenticate = authenticate
-        self._allow_no_sasl = allow_no_sasl
         self._configure_transport = configure_transport
         self._max_connections = max_connections
         self._epoll = select.epoll()
@@ -175,13 +186,11 @@ class ServerIO:
                     log.info("authentication failed for %r from %s", event.username, channel.peer)
                     self._close_after_flush(channel)
             elif isinstance(event, NoSaslHeader):
-                if self._allow_no_sasl():
-                    self._start_amqp(channel, event.leftover)
-                else:
-                    # Answer with the SASL header so the peer learns what we require, then close.
-                    log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
-                    self._sasl_write(channel, b"AMQP\x03\x01\x00\x00")
-                    self._close_after_flush(channel)
+                # Whether anonymous access is allowed may depend on the store (a user added while we run), which
+                # only an auth worker reads: hold the bytes and ask; on_sasl_verdict carries on.
+                channel.sasl = None
+                channel.held = event.leftover
+                self._authenticate(channel, _NO_SASL)
             elif isinstance(event, ProtocolViolation):
                 log.info("closing connection from %s: %s", channel.peer, event.description)
                 self._sasl_write(channel, sasl.data_to_send())
@@ -191,10 +200,25 @@ class ServerIO:
 
     def on_sasl_verdict(self, event: Any) -> None:
         channel, authenticated, username = event.subject
-        if channel.closed or channel.sasl is None:
+        if channel.closed:
+            return
+        if channel.held is not None:
+            self._no_sasl_verdict(channel, authenticated)
+            return
+        if channel.sasl is None:
             return
         channel.sasl.complete(authenticated, username)
         self._sasl_events(channel)
+
+    def _no_sasl_verdict(self, channel: Channel, allowed: bool) -> None:
+        held, channel.held = channel.held or b"", None
+        if allowed:
+            self._start_amqp(channel, held)
+            return
+        # Answer with the SASL header so the peer learns what we require, then close.
+        log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
+        self._sasl_write(channel, SASL_HEADER)
+        self._close_after_flush(channel)
 
     def _sasl_write(self, channel: Channel, data: bytes) -> None:
         if data:
@@ -272,7 +296,10 @@ class ServerIO:
                 self._dirty.add(channel)
             return
         if transport is None:
-            self._sasl_input(channel, data)
+            if channel.held is not None:
+                channel.held += data
+            else:
+                self._sasl_input(channel, data)
         else:
             self._push(channel, data)
 
@@ -289,6 +316,14 @@ class ServerIO:
                     self._watch(channel, _READ)
                 return
             if pending == 0:
+                if channel.eof:
+                    # The peer is gone and proton has nothing left to send. proton-c reports a closed tail as
+                    # an error and closes the head itself, except when the input ended inside a frame: then it
+                    # waits for the rest forever, and an EOF socket left in epoll spins. End it here.
+                    log.info("connection from %s ended in the middle of a frame", channel.peer)
+                    transport.close_head()
+                    self._drop(channel)
+                    return
                 self._watch(channel, _READ)
                 return
             try:

@@ -112,7 +112,6 @@ class Server:
         self.io = ServerIO(
             self.container,
             authenticate=self.auth.submit,
-            allow_no_sasl=self.auth.anonymous_allowed,
             configure_transport=_configure_transport(settings),
             max_connections=settings.max_connections,
         )
