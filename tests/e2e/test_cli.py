@@ -255,10 +255,8 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-@pytest.mark.parametrize("package", ["mapping", "topics"])
+@pytest.mark.parametrize("package", ["mapping"])  # topics/ joins this list when the topic-tree engine lands
 def test_pure_rule_packages_load_neither_proton_nor_sqlalchemy(package):
-    if not (REPO / package / "__init__.py").exists():
-        pytest.skip(f"there is no {package} package yet")
     result = subprocess.run(
         [sys.executable, "-c", IMPORT_EVERYTHING, package], cwd=REPO, capture_output=True, text=True, timeout=60
     )
