@@ -25,7 +25,7 @@ from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.router import Router
 from gateway.settings import Settings
 from gateway.termini import accept_attach, read_terminus, refuse_attach
-from mapping.addresses import QUEUE, kind_from_capabilities, kind_from_jms_dest
+from mapping.addresses import kind_from_capabilities, kind_from_jms_dest
 from mapping.errors import (
     INTERNAL_ERROR,
     INVALID_FIELD,
@@ -509,6 +509,3 @@ class Broker:
 
         self.router.writer.submit_barrier(close_connections)
         self.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping
-
-
-QUEUE_KIND = QUEUE

@@ -345,9 +345,7 @@ def _read_sym32(buf: bytes, pos: int, end: int) -> tuple[Symbol, int]:
     return _SYMBOLS.get(chunk) or _new_symbol(chunk, pos), stop
 
 
-def _compound(
-    buf: bytes, pos: int, end: int, width: int, what: str, dense: bool = True
-) -> tuple[int, int, int]:
+def _compound(buf: bytes, pos: int, end: int, width: int, what: str, dense: bool = True) -> tuple[int, int, int]:
     """Read the size and count of a list, map or array; return (count, first element, stop)."""
     if width == 1:
         if pos + 2 > end:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Connection, Endpoint, Transport
+from proton import Connection, Transport
 from proton.reactor import Container
 
 from gateway.sasl import (
@@ -57,9 +57,7 @@ class Channel:
         "outgoing",
         "user",
         "closed",
-        "deadline",
         "watching",
-        "mechanism",
         "eof",
         "held",
     )
@@ -73,9 +71,7 @@ class Channel:
         self.connection: Connection | None = None
         self.outgoing = b""  # bytes of the SASL phase not yet written
         self.user: str | None = None
-        self.mechanism: str | None = None
         self.closed = False
-        self.deadline = 0.0
         self.watching = _READ
         self.eof = False
         self.held: bytes | None = None  # input of a no-SASL connection while its anonymous check runs
@@ -103,7 +99,6 @@ class ServerIO:
         self._timed: set[Any] = set()
         self._dirty: set[Channel] = set()
         self._next_tick = 0.0
-        self.on_idle: Callable[[], None] | None = None
         self.stop_requested = False
         self._wakeups: dict[int, Callable[[], None]] = {}
 
@@ -175,7 +170,6 @@ class ServerIO:
             if event is None:
                 break
             if isinstance(event, CredentialsReceived):
-                channel.mechanism = event.mechanism
                 self._authenticate(channel, event)
             elif isinstance(event, SaslDone):
                 self._sasl_write(channel, sasl.data_to_send())
@@ -421,11 +415,7 @@ class ServerIO:
         container = self._container
         if not container.quiesced:
             return
-        if self.on_idle is not None:
-            self.on_idle()
         self.flush_dirty()
-        if not container.quiesced:  # on_idle produced work
-            return
         timeout = self._timeout(container)
         try:
             ready = self._epoll.poll(timeout)
@@ -494,7 +484,3 @@ class ServerIO:
 def connection_channel(connection: Connection) -> Channel | None:
     """The channel (socket, user) behind a connection accepted by ``ServerIO``."""
     return getattr(connection, "_channel", None)
-
-
-def is_closed(endpoint: Endpoint) -> bool:
-    return bool(endpoint.state & Endpoint.LOCAL_CLOSED)

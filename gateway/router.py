@@ -187,10 +187,6 @@ class Router:
             return False  # durable topic subscriptions journal through their own cursors (JMS issue)
         return node.durable
 
-    def next_seq(self) -> int:
-        self._next_seq += 1
-        return self._next_seq
-
 
 def _delivery_time(annotations: dict[str, object], now: int) -> int:
     """x-opt-delivery-time (absolute ms) or x-opt-delivery-delay (ms from now); 0 = deliver at once."""
