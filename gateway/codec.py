@@ -879,12 +879,12 @@ def _annotations(buf: bytes, pos: int, end: int) -> tuple[dict[str, object], int
 
 
 def _properties(buf: bytes, pos: int, end: int) -> tuple[list[Any], int]:
-    """Decode the properties list, padded to 11 fields and type-checked where the broker reads it.
+    """Decode the properties list, padded to 13 fields and type-checked where the broker reads it.
     Message and correlation ids keep their AMQP type (ULong, UUID, bytes or str)."""
     fields, nxt = _fields(buf, pos, end, "properties")
-    if len(fields) < 11:
-        fields += _NO_FIELDS[len(fields) : 11]
-    _, user_id, to, subject, reply_to, _, ctype, _, expiry, created, group = fields[:11]
+    if len(fields) < 13:
+        fields += _NO_FIELDS[len(fields) : 13]
+    _, user_id, to, subject, reply_to, _, ctype, _, expiry, created, group, group_seq, reply_group = fields[:13]
     if not (
         (user_id is None or type(user_id) is bytes)
         and (to is None or isinstance(to, str))
@@ -894,12 +894,16 @@ def _properties(buf: bytes, pos: int, end: int) -> tuple[list[Any], int]:
         and (expiry is None or isinstance(expiry, int))
         and (created is None or isinstance(created, int))
         and (group is None or isinstance(group, str))
+        and (group_seq is None or (isinstance(group_seq, int) and type(group_seq) is not bool))
+        and (reply_group is None or isinstance(reply_group, str))
     ):
-        raise CodecError(f"properties at offset {pos} has a field of the wrong type: {fields[:11]!r}")
+        raise CodecError(f"properties at offset {pos} has a field of the wrong type: {fields[:13]!r}")
     if expiry is not None:
         fields[8] = int(expiry)  # plain int milliseconds, like the header fields
     if created is not None:
         fields[9] = int(created)
+    if group_seq is not None:
+        fields[11] = int(group_seq)  # a plain int, like the timestamps
     return fields, nxt
 
 
@@ -910,8 +914,9 @@ class Envelope:
     Spans are [start, end) byte offsets of whole sections, descriptor included; an absent header is
     (0, 0), any other absent section (-1, -1). Header fields and the two timestamps are plain ints
     (milliseconds); ``annotations`` has plain str keys (a ulong key 7 becomes "7") and decoded values;
-    ``message_id``/``correlation_id`` keep their AMQP type (str, ULong, uuid.UUID or bytes).
-    ``body_start`` is the first body section, else the footer, else ``len(raw)``.
+    ``message_id``/``correlation_id`` keep their AMQP type (str, ULong, uuid.UUID or bytes);
+    ``group_sequence`` is a plain int. ``body_start`` is the first body section, else the footer, else
+    ``len(raw)``.
     Treat it as read-only: ``with_delivery_count``/``with_annotations`` take it as a map of ``raw``.
     """
 
@@ -940,6 +945,8 @@ class Envelope:
     app_properties_start: int = -1
     app_properties_end: int = -1
     body_start: int = 0
+    group_sequence: int | None = None
+    reply_to_group_id: str | None = None
 
 
 def scan(raw: bytes) -> Envelope:
@@ -986,13 +993,13 @@ def _scan(raw: bytes) -> Envelope:
                 app_start, app_end = start, pos
             elif code >= _DATA and body_start < 0:
                 body_start = start
-    msg_id, user_id, to, subject, reply_to, corr_id, ctype, _, expiry, created, group = props[:11]
+    msg_id, user_id, to, subject, reply_to, corr_id, ctype, _, expiry, created, group, seq, reply_group = props[:13]
     durable, priority, ttl, first, count = header
     return Envelope(
         0, header_end, durable, priority, ttl, first, count,
         ann_start, ann_end, annotations, prop_start, prop_end,
         to, msg_id, created, expiry, group, subject, corr_id, reply_to, user_id, ctype,
-        app_start, app_end, end if body_start < 0 else body_start,
+        app_start, app_end, end if body_start < 0 else body_start, seq, reply_group,
     )  # fmt: skip
 
 

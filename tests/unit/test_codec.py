@@ -629,9 +629,11 @@ def expected_envelope(raw: bytes) -> Envelope:
             fields = list(value) + [None] * 13  # type: ignore[call-overload]
             env.properties_start, env.properties_end = start, end
             (env.message_id, env.user_id, env.to, env.subject, env.reply_to, env.correlation_id,
-             env.content_type, _, expiry, created, env.group_id) = fields[:11]  # fmt: skip
+             env.content_type, _, expiry, created, env.group_id, sequence,
+             env.reply_to_group_id) = fields[:13]  # fmt: skip
             env.absolute_expiry_time = None if expiry is None else int(expiry)
             env.creation_time = None if created is None else int(created)
+            env.group_sequence = None if sequence is None else int(sequence)
         elif code == 0x74:
             env.app_properties_start, env.app_properties_end = start, end
         elif code >= 0x75 and env.body_start == len(raw):
@@ -906,6 +908,15 @@ def test_header_with_extra_fields_and_properties_with_all_fields() -> None:
     props = b"\x00\x53\x73\xc0\x0f\x0d" + b"\x40" * 12 + b"\xa1\x00"
     env = scan(header + props)
     assert env.durable and env.properties_end == len(header + props) and env.to is None
+    assert env.group_sequence is None and env.reply_to_group_id == ""
+
+
+def test_scan_group_sequence_and_reply_to_group_id() -> None:
+    env = scan(_encode("all-properties"))
+    assert (env.group_sequence, env.reply_to_group_id) == (3, "rg")
+    assert type(env.group_sequence) is int
+    props = b"\x00\x53\x73\xc0\x11\x0c" + b"\x40" * 11 + b"\x70\xff\xff\xff\xff"  # uint group-sequence
+    assert scan(props).group_sequence == 2**32 - 1
 
 
 # Malformed messages: (hex, message). Section descriptors: 00 53 7x.
@@ -940,6 +951,9 @@ MALFORMED_MESSAGES = [
     ("00 53 73 c0 05 03 40 40 55 01", "properties at offset 3 has a field of the wrong type"),
     ("00 53 73 c0 04 02 40 a1 00", "properties at offset 3 has a field of the wrong type"),
     ("00 53 73 c1 01 00", "properties at offset 3 has format code 0xc1, not a list"),
+    ("00 53 73 c0 0e 0c" + " 40" * 11 + " a1 00", "properties at offset 3 has a field of the wrong type"),
+    ("00 53 73 c0 0d 0c" + " 40" * 11 + " 41", "properties at offset 3 has a field of the wrong type"),
+    ("00 53 73 c0 0f 0d" + " 40" * 12 + " 52 01", "properties at offset 3 has a field of the wrong type"),
     ("00 53 74", "truncated value at offset 3"),
     ("00 53 74 01", "unknown format code 0x01 at offset 3"),
     ("00 53 74 a1", "truncated size at offset 4"),
