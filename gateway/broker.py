@@ -12,36 +12,71 @@ that escapes a handler is a bug, logged, and answered with ``amqp:internal-error
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition, Delivery, Endpoint, Link, symbol
+from mapping.selectors import SelectorError
+from proton import Condition, Delivery, Described, Endpoint, Link, symbol, ulong
 from proton.reactor import Container
 
-from gateway import codec
+from gateway import codec, management
 from gateway.io import connection_channel
-from gateway.links import ConnectionState, Inbound, Outbound
+from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.router import Router
+from gateway.selection import compile_selector
 from gateway.settings import Settings
-from gateway.termini import accept_attach, read_terminus, refuse_attach
-from mapping.addresses import kind_from_capabilities, kind_from_jms_dest
+from gateway.subscriptions import Subscriptions
+from gateway.termini import (
+    TerminusRequest,
+    accept_attach,
+    accept_consumer,
+    answer_lookup,
+    read_terminus,
+    refuse_attach,
+)
+from gateway.transactions import (
+    DECLARE,
+    DECLARED,
+    TRANSACTIONAL_STATE,
+    Transaction,
+    Transactions,
+    read_control,
+)
+from mapping.addresses import dynamic_kind, kind_from_capabilities, kind_from_jms_dest, temporary_address
 from mapping.errors import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     MESSAGE_SIZE_EXCEEDED,
     NOT_FOUND,
-    NOT_IMPLEMENTED,
     Refused,
 )
+from mapping.filters import FilterRequest, read_filters
 from mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
+from mapping.subscriptions import (
+    Action,
+    Details,
+    SubscribeRequest,
+    decide_lookup,
+    decide_subscribe,
+    decide_unsubscribe,
+    key_for,
+    lookup_key,
+    lookup_source_capabilities,
+    removed_on_detach,
+)
 
 log = logging.getLogger("subgate.broker")
+RESOURCE_DELETED = "amqp:resource-deleted"
 
 VERSION = "0.1.0"
 OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
 SOLE_CONNECTION = "sole-connection-for-container"
 DECODE_ERROR = "amqp:decode-error"
+
+_OUTCOME_CODES = {0x24: "accepted", 0x25: "rejected", 0x26: "released", 0x27: MODIFIED}
+ROLLED_BACK = settle_outcome(MODIFIED, failed=True, undeliverable_here=False)
 
 _OUTCOME_NAMES = {
     Delivery.ACCEPTED: "accepted",
@@ -88,12 +123,30 @@ class _Timer:
         self.callback()
 
 
+def _transactional_accept(delivery: Delivery, txn_id: bytes) -> None:
+    """Settle a transactional transfer with transactional-state{txn-id, accepted} (mapping §6.3)."""
+    delivery.local.data = [txn_id, Described(ulong(0x24), [])]
+    delivery.update(TRANSACTIONAL_STATE)
+    delivery.settle()
+
+
+def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
+    try:
+        return compile_selector(selector)
+    except SelectorError as exc:
+        raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
+
+
 class Broker:
     """The container's handler (see the module docstring)."""
 
-    def __init__(self, settings: Settings, router: Router, container: Container) -> None:
+    def __init__(
+        self, settings: Settings, router: Router, container: Container, subscriptions: Subscriptions | None = None
+    ) -> None:
         self.settings = settings
         self.router = router
+        self.subscriptions = subscriptions or Subscriptions(router)
+        self.transactions = Transactions()
         self.container = container
         self.connections: set[ConnectionState] = set()
         self._containers: dict[str, int] = {}
@@ -115,11 +168,9 @@ class Broker:
             queues = node.subscriptions if isinstance(node, Topic) else [node]
             for queue in queues:
                 queue.expire_due(now)
-        for name, cursor in self.router.cursors.items():
+        for cursor, queue in self.router.tracked.values():
             if cursor.acks_since_low_water:
-                node = self.router.nodes.get(name)
-                if isinstance(node, Queue):
-                    self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(node))
+                self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
                 cursor.acks_since_low_water = 0
         if not self.stopping:
             self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
@@ -209,7 +260,7 @@ class Broker:
             else:
                 self._containers.pop(state.container_id, None)
         for link_state in list(state.links):
-            self._end_link(link_state, abrupt=True)
+            self._end_link(link_state, abrupt=True, closed=False)
         state.links.clear()
 
     # -- sessions --------------------------------------------------------------------------------------------
@@ -226,7 +277,7 @@ class Broker:
         if state is not None:
             for link_state in list(state.links):
                 if link_state.link.session == session:
-                    self._end_link(link_state, abrupt=True)
+                    self._end_link(link_state, abrupt=True, closed=False)
                     state.links.discard(link_state)
         if not session.state & Endpoint.LOCAL_CLOSED:
             session.close()
@@ -253,45 +304,142 @@ class Broker:
     def _open_publisher(self, link: Link, state: ConnectionState) -> None:
         target = read_terminus(link.remote_target)
         if target.coordinator:
-            raise Refused(NOT_IMPLEMENTED, "transactions are not supported yet")
-        if target.dynamic:
-            raise Refused(NOT_IMPLEMENTED, "dynamic (temporary) nodes are not supported yet")
+            coordinator = CoordinatorLink(link, state)
+            link._sg = coordinator
+            state.links.add(coordinator)
+            accept_attach(link)
+            link.flow(100)
+            return
         node = None
-        if target.present and target.address:
+        service = target.address == management.ADDRESS
+        if target.dynamic:
+            node = self._create_temporary(target)
+        elif target.present and target.address and not service:
             decision = self.router.decide(target.address, kind_from_capabilities(target.capabilities))
             node = self.router.node_for(decision)
             self._watch_node(node)
         inbound = Inbound(link, state, node, self.settings.credit_window)
+        inbound.service = service
+        if target.dynamic and node is not None:
+            inbound.owns = node.name
         link._sg = inbound
         state.links.add(inbound)
         link.max_message_size = self.settings.max_message_size
-        accept_attach(link)
+        accept_attach(link, node.name if target.dynamic and node is not None else None)
         link.flow(self.settings.credit_window)
 
     def _open_consumer(self, link: Link, state: ConnectionState) -> None:
         source = read_terminus(link.remote_source)
         if not source.present:
-            raise Refused(NOT_FOUND, f"no durable subscription named {link.name!r}")
+            self._open_lookup(link, state)
+            return
+        filters = read_filters(source.filters)
         if source.dynamic:
-            raise Refused(NOT_IMPLEMENTED, "dynamic (temporary) nodes are not supported yet")
-        if not source.address:
+            node = self._create_temporary(source)
+        elif not source.address:
             raise Refused(INVALID_FIELD, "a source address is required")
-        decision = self.router.decide(source.address, kind_from_capabilities(source.capabilities))
-        node = self.router.node_for(decision)
-        self._watch_node(node)
-        if isinstance(node, Topic):
-            queue = Queue(f"{node.name}#{state.container_id}/{link.name}", durable=False)
-            self.watch_schedule(queue)
-            node.subscribe(queue)
-            outbound = Outbound(link, state, queue, node)
         else:
-            outbound = Outbound(link, state, node, None)
+            node = self.router.node_for(self.router.decide(source.address, kind_from_capabilities(source.capabilities)))
+            self._watch_node(node)
+        matcher = _compile(filters.selector)
+        if isinstance(node, Topic):
+            outbound = self._subscribe(link, state, source, node, filters, matcher)
+            no_local = filters.no_local
+        else:
+            outbound = Outbound(link, state, node)
+            if matcher is not None:
+                outbound.filter = lambda message: matcher(message.raw)
             outbound.browse = source.distribution_mode == 1  # copy on a queue means browse (mapping §2.2)
+            if not outbound.browse:
+                node.add_consumer(outbound)
+            no_local = False  # no-local applies to topics only
+        if source.dynamic:
+            outbound.owns = node.name
         link._sg = outbound
         state.links.add(outbound)
-        if not outbound.browse:
-            outbound.queue.add_consumer(outbound)
-        accept_attach(link)
+        accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local)
+
+    def _subscribe(
+        self,
+        link: Link,
+        state: ConnectionState,
+        source: TerminusRequest,
+        topic: Topic,
+        filters: FilterRequest,
+        matcher: Callable[[bytes], bool] | None,
+    ) -> Outbound:
+        """A topic consumer: create, resume or replace its subscription (mapping.subscriptions decides)."""
+        subs = self.subscriptions
+        details = Details(topic.name, filters.selector, filters.no_local)
+        request = SubscribeRequest(link.name, state.container_id, source.durable >= 1, source.capabilities, details)
+        current = subs.get(key_for(request))
+        decision = decide_subscribe(request, current.existing() if current is not None else None)
+        if decision.action is Action.REPLACE and current is not None:
+            log.info("replacing %s: topic, selector or no-local changed", current.key.describe() if current.key else "")
+            subs.delete(current)
+            current = None
+        if decision.action is Action.ATTACH and current is not None:
+            sub = current
+        else:
+            sub = subs.create(decision.kind, decision.key, details, topic, state.container_id, matcher, link.name)
+            self.watch_schedule(sub.queue)
+        outbound = Outbound(link, state, sub.queue, sub)
+        subs.add_consumer(sub, outbound)
+        sub.queue.add_consumer(outbound)
+        return outbound
+
+    def _open_lookup(self, link: Link, state: ConnectionState) -> None:
+        """An unsubscribe lookup (null source): answer with the subscription's source, or not-found (§3.2)."""
+        key = lookup_key(link.name, state.container_id)
+        sub = self.subscriptions.get(key)
+        decide_lookup(key, sub.existing() if sub is not None else None)
+        assert sub is not None
+        lookup = Lookup(link, state, key)
+        link._sg = lookup
+        state.links.add(lookup)
+        details = sub.details
+        capabilities = lookup_source_capabilities(key, sub.kind)
+        answer_lookup(link, details.topic, capabilities, details.selector, details.no_local)
+
+    def _unsubscribe(self, lookup: Lookup) -> None:
+        """The lookup link is closed: delete the subscription, or answer the close with resource-locked."""
+        sub = self.subscriptions.get(lookup.key)
+        try:
+            decide_unsubscribe(lookup.key, sub.existing() if sub is not None else None)
+        except Refused as refusal:
+            log.info("unsubscribe refused: %s", refusal.description)
+            lookup.link.condition = Condition(refusal.condition, refusal.description)
+            return
+        assert sub is not None
+        self.subscriptions.delete(sub)
+
+    def _create_temporary(self, terminus: TerminusRequest) -> Queue | Topic:
+        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it."""
+        kind = dynamic_kind(terminus.capabilities)
+        node = self.router.create(temporary_address(kind, uuid.uuid4().hex), kind, durable=False)
+        self._watch_node(node)
+        return node
+
+    def _delete_temporary(self, name: str) -> None:
+        node = self.router.nodes.pop(name, None)
+        if node is None:
+            return
+        log.info("deleting temporary %s %r", node.kind, name)
+        queues = {id(node): node} if isinstance(node, Queue) else {id(q): q for q in node.subscriptions}
+        for state in list(self.connections):
+            for link_state in list(state.links):
+                uses = (isinstance(link_state, Outbound) and id(link_state.queue) in queues) or (
+                    isinstance(link_state, Inbound) and link_state.node is node
+                )
+                if uses and not link_state.closed:
+                    self._end_link(link_state, abrupt=False, closed=True)
+                    state.links.discard(link_state)
+                    link = link_state.link
+                    if not link.state & Endpoint.LOCAL_CLOSED:
+                        link.condition = Condition(RESOURCE_DELETED, f"temporary destination {name!r} was deleted")
+                        link.close()
+        for queue in queues.values():
+            queue.purge()
 
     def _watch_node(self, node: Queue | Topic) -> None:
         if isinstance(node, Queue) and node.on_schedule is None:
@@ -299,35 +447,59 @@ class Broker:
 
     @guarded
     def on_link_remote_close(self, event: Any) -> None:
-        link = event.link
-        link_state = getattr(link, "_sg", None)
-        if link_state is not None:
-            self._end_link(link_state, abrupt=False)
-            link_state.conn.links.discard(link_state)
-        if not link.state & Endpoint.LOCAL_CLOSED:
-            link.close()
+        self._link_ended(event.link, closed=True)
 
     @guarded
     def on_link_remote_detach(self, event: Any) -> None:
-        self.on_link_remote_close(event)
+        self._link_ended(event.link, closed=False)
 
-    def _end_link(self, link_state: Inbound | Outbound, *, abrupt: bool) -> None:
+    def _link_ended(self, link: Link, *, closed: bool) -> None:
+        """The peer detached (closed=False) or closed a link: end our side the same way."""
+        link_state = getattr(link, "_sg", None)
+        if link_state is not None:
+            self._end_link(link_state, abrupt=False, closed=closed)
+            link_state.conn.links.discard(link_state)
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            if closed:
+                link.close()
+            else:
+                link.detach()
+        # Free it: a detached link keeps its name in the session, and Qpid JMS re-attaches a durable
+        # subscription under the same name on the same session (proton would refuse "link name already attached").
+        link.free()
+
+    def _end_link(self, link_state: Inbound | Outbound | Lookup, *, abrupt: bool, closed: bool) -> None:
         if link_state.closed:
             return
         link_state.closed = True
-        if isinstance(link_state, Inbound):
-            return
-        queue = link_state.queue
-        queue.remove_consumer(link_state)
+        owns = link_state.owns
+        if isinstance(link_state, Lookup):
+            if closed:
+                self._unsubscribe(link_state)
+        elif isinstance(link_state, CoordinatorLink):
+            for txn in self.transactions.owned_by(link_state):
+                self.transactions.finish(txn)
+                self._rollback(txn)
+        elif isinstance(link_state, Outbound):
+            self._end_consumer(link_state, abrupt=abrupt, closed=closed)
+        if owns is not None:
+            self._delete_temporary(owns)
+
+    def _end_consumer(self, out: Outbound, *, abrupt: bool, closed: bool) -> None:
+        queue = out.queue
+        queue.remove_consumer(out)
         settlement = settle_unsettled(abrupt)
-        for message in sorted(link_state.unsettled.values(), key=lambda m: m.seq):
+        for message in sorted(out.unsettled.values(), key=lambda m: m.seq):
             queue.settle(message, settlement, None)
-        link_state.unsettled.clear()
-        if link_state.topic is not None:
-            link_state.topic.unsubscribe(queue)
-            queue.purge()
-        else:
+        out.unsettled.clear()
+        sub = out.subscription
+        if sub is None:
             queue.dispatch()
+            return
+        subs = self.subscriptions
+        subs.remove_consumer(sub, out)
+        if removed_on_detach(sub.kind, closed, len(sub.consumers)):
+            subs.delete(sub)
 
     @guarded
     def on_link_flow(self, event: Any) -> None:
@@ -358,6 +530,8 @@ class Broker:
         link_state = getattr(delivery.link, "_sg", None)
         if isinstance(link_state, Inbound):
             self._receive(link_state, delivery)
+        elif isinstance(link_state, CoordinatorLink):
+            self._control(link_state, delivery)
         elif isinstance(link_state, Outbound):
             self._settled_by_consumer(link_state, delivery)
 
@@ -379,7 +553,12 @@ class Broker:
         if len(raw) > limit:
             self._oversize(inbound, delivery)
             return
+        if inbound.service:
+            self._manage(delivery, raw)
+            inbound.top_up()
+            return
         try:
+            txn = self._transaction_of(delivery)
             env = codec.scan(raw)
             node = inbound.node or self._relay_node(env)
         except codec.CodecError as exc:
@@ -391,7 +570,13 @@ class Broker:
             inbound.top_up()
             return
         ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
-        if ingest.record is not None:
+        if txn is not None:
+            # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
+            if ingest.record is not None:
+                self.router.submitted(ingest.record.id)
+            txn.sends.append((ingest, node))
+            _transactional_accept(delivery, txn.txn_id)
+        elif ingest.record is not None:
             inbound.pending += 1
             self.router.submitted(ingest.record.id)
             self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
@@ -401,6 +586,112 @@ class Broker:
                 delivery.update(Delivery.ACCEPTED)
             delivery.settle()
         inbound.top_up()
+
+    def _manage(self, delivery: Delivery, raw: bytes) -> None:
+        """A request to $management: answer it on its reply-to address (gateway.management)."""
+        try:
+            request = management.read_request(raw)
+        except codec.CodecError as exc:
+            self._reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
+            return
+        response = management.handle(request, self.subscriptions)
+        log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        node = self.router.nodes.get(request.reply_to or "")
+        if node is None:
+            log.info("management response dropped: no node at reply-to %r", request.reply_to)
+            return
+        reply = management.encode_response(request, response)
+        self._route(node, self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS).message)
+
+    def _transaction_of(self, delivery: Delivery) -> Transaction | None:
+        """The transaction a transfer or disposition is enlisted in (transactional-state), if any."""
+        if delivery.remote_state != TRANSACTIONAL_STATE:
+            return None
+        data = delivery.remote.data or []
+        return self.transactions.get(bytes(data[0]) if data else b"")
+
+    def _control(self, coordinator: CoordinatorLink, delivery: Delivery) -> None:
+        """A declare or discharge on a coordinator link (mapping §6.2), answered with a settled disposition."""
+        if not delivery.readable or delivery.partial:
+            return
+        link = coordinator.link
+        raw = link.recv(delivery.pending) or b""
+        link.advance()
+        try:
+            control = read_control(raw)
+            if control.kind == DECLARE:
+                txn = self.transactions.declare(coordinator)
+                delivery.local.data = [txn.txn_id]
+                delivery.update(DECLARED)
+                delivery.settle()
+            else:
+                assert control.txn_id is not None
+                txn = self.transactions.get(control.txn_id)
+                self.transactions.finish(txn)
+                if control.fail:
+                    self._rollback(txn)
+                    self._settle_control(delivery, None)
+                else:
+                    self._commit(txn, delivery)
+        except Refused as refusal:
+            self._reject(delivery, refusal.condition, refusal.description)
+        if link.credit < 50:
+            link.flow(100)
+
+    def _settle_control(self, delivery: Delivery, error: BaseException | None) -> None:
+        if delivery.settled:
+            return
+        if error is None:
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+        else:
+            # Any condition but amqp:transaction:rollback makes Qpid JMS throw TransactionRolledBackException.
+            self._reject(delivery, INTERNAL_ERROR, f"commit failed and was rolled back: {error}")
+
+    def _commit(self, txn: Transaction, delivery: Delivery) -> None:
+        """Write the transaction's messages and acknowledgements in one database transaction, then route and
+        settle; the discharge is accepted only after that commit (mapping §6.2)."""
+        records = [ingest.record for ingest, _ in txn.sends if ingest.record is not None]
+        acks = [
+            (queue.cursor.cursor_id, message.seq)
+            for queue, message, settlement in txn.acks
+            if settlement.remove and message.journaled and queue.cursor is not None
+        ]
+
+        def done(error: BaseException | None) -> None:
+            if error is None:
+                self._committed(txn)
+            else:
+                log.error("transaction commit failed: %s", error)
+                self._rollback(txn)
+            self._settle_control(delivery, error)
+
+        if records or acks:
+            self.router.writer.submit_transaction(records, acks, done)
+        else:
+            done(None)
+
+    def _committed(self, txn: Transaction) -> None:
+        for ingest, node in txn.sends:
+            if ingest.record is not None:
+                self.router.committed(ingest.message.seq)
+            self._route(node, ingest.message)
+        for queue, message, settlement in txn.acks:
+            if settlement.remove and message.journaled and queue.cursor is not None:
+                queue.cursor.acks_since_low_water += 1
+            queue.settle(message, settlement, None, recorded=True)
+
+    def _rollback(self, txn: Transaction) -> None:
+        """Discard the sends; return the acknowledged messages with delivery-count + 1 (mapping §6.4)."""
+        for ingest, _ in txn.sends:
+            if ingest.record is not None:
+                self.router.committed(ingest.message.seq)
+        txn.sends.clear()
+        for queue, message, _ in txn.acks:
+            queue.settle(message, ROLLED_BACK, None)
+        txn.acks.clear()
 
     def _relay_node(self, env: codec.Envelope) -> Queue | Topic:
         if not env.to:
@@ -438,6 +729,9 @@ class Broker:
         if message is None:
             delivery.settle()
             return
+        if remote == TRANSACTIONAL_STATE:
+            self._transactional_ack(out, delivery, message)
+            return
         outcome = _OUTCOME_NAMES.get(remote)
         if outcome == MODIFIED:
             settlement = settle_outcome(
@@ -447,6 +741,21 @@ class Broker:
             settlement = settle_outcome(outcome)
         delivery.settle()
         out.queue.settle(message, settlement, out)
+
+    def _transactional_ack(self, out: Outbound, delivery: Delivery, message: Message) -> None:
+        """An acknowledgement under a transaction: the message stays locked until the discharge (§6.4)."""
+        data = delivery.remote.data or []
+        outcome = data[1] if len(data) > 1 else None
+        code = getattr(outcome, "descriptor", None)
+        settlement = settle_outcome(_OUTCOME_CODES.get(int(code) if isinstance(code, int) else -1, "accepted"))
+        delivery.settle()
+        try:
+            txn = self.transactions.get(bytes(data[0]) if data else b"")
+        except Refused:
+            log.info("acknowledgement under an unknown transaction; the message is released")
+            out.queue.settle(message, settle_outcome("released"), out)
+            return
+        txn.acks.append((out.queue, message, settlement))
 
     # -- journal completions ---------------------------------------------------------------------------------
     @guarded

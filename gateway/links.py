@@ -23,7 +23,7 @@ class ConnectionState:
         self.connection = connection
         self.container_id = container_id
         self.user = user
-        self.links: set[Inbound | Outbound] = set()
+        self.links: set[Inbound | Outbound | Lookup | CoordinatorLink] = set()
         self.closed = False
         self.peer = peer
         self.counted = False
@@ -32,7 +32,7 @@ class ConnectionState:
 class Inbound:
     """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
 
-    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "closed")
+    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "closed", "owns", "service")
 
     def __init__(self, link: Link, conn: ConnectionState, node: Queue | Topic | None, window: int) -> None:
         self.link = link
@@ -42,6 +42,8 @@ class Inbound:
         self.pending = 0  # deliveries waiting for their journal commit
         self.window = window
         self.closed = False
+        self.owns: str | None = None  # a temporary node this link created and whose lifetime it bounds
+        self.service = False  # a link to the $management node
 
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it."""
@@ -59,7 +61,8 @@ class Outbound:
         "link",
         "conn",
         "queue",
-        "topic",
+        "subscription",
+        "owns",
         "credit",
         "unsettled",
         "presettled",
@@ -70,11 +73,12 @@ class Outbound:
         "filter",
     )
 
-    def __init__(self, link: Link, conn: ConnectionState, queue: Queue, topic: Topic | None) -> None:
+    def __init__(self, link: Link, conn: ConnectionState, queue: Queue, subscription: Any = None) -> None:
         self.link = link
         self.conn = conn
         self.queue = queue
-        self.topic = topic
+        self.subscription = subscription  # gateway.subscriptions.Subscription for topic consumers
+        self.owns: str | None = None
         self.credit = 0
         self.unsettled: dict[str, Message] = {}
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
@@ -117,3 +121,28 @@ class Outbound:
 
     def settled_message(self, delivery: Delivery) -> Message | None:
         return self.unsettled.pop(delivery.tag, None)
+
+
+class Lookup:
+    """An unsubscribe lookup link (null source, mapping doc §3): names a durable subscription, carries nothing."""
+
+    __slots__ = ("link", "conn", "key", "closed", "owns")
+
+    def __init__(self, link: Link, conn: ConnectionState, key: Any) -> None:
+        self.link = link
+        self.conn = conn
+        self.key = key
+        self.closed = False
+        self.owns: str | None = None
+
+
+class CoordinatorLink:
+    """A transaction coordinator link (mapping doc §6.1): the client's sender of declare/discharge controls."""
+
+    __slots__ = ("link", "conn", "closed", "owns")
+
+    def __init__(self, link: Link, conn: ConnectionState) -> None:
+        self.link = link
+        self.conn = conn
+        self.closed = False
+        self.owns: str | None = None

@@ -252,13 +252,16 @@ class Queue:
         return [m for m in merged if consumer.accepts(m)][:limit]
 
     # -- settlement ----------------------------------------------------------------------------------------
-    def settle(self, message: Message, settlement: Settlement, consumer: Consumer | None) -> None:
-        """Apply a consumer's outcome (mapping.outcomes) to a delivered message."""
+    def settle(
+        self, message: Message, settlement: Settlement, consumer: Consumer | None, *, recorded: bool = False
+    ) -> None:
+        """Apply a consumer's outcome (mapping.outcomes) to a delivered message. ``recorded``: the removal is
+        already in the journal (a committed transaction wrote it), so the cursor is not told again."""
         self._outstanding.pop(message.seq, None)
         if settlement.remove:
             if settlement.dead_letter:
                 self.dead_count += 1
-            self._discard(message)
+            self._discard(message, record=not recorded)
             return
         if settlement.failed:
             failures = self._failures.get(message.seq, 0) + 1
@@ -275,11 +278,11 @@ class Queue:
         self._outstanding.pop(message.seq, None)
         self._discard(message)
 
-    def _discard(self, message: Message) -> None:
+    def _discard(self, message: Message, *, record: bool = True) -> None:
         seq = message.seq
         self._failures.pop(seq, None)
         self._declined.pop(seq, None)
-        if message.journaled and self.cursor is not None:
+        if record and message.journaled and self.cursor is not None:
             self.cursor.discarded(seq)
 
     def _expire(self, message: Message) -> None:
@@ -329,6 +332,7 @@ class Topic:
         self.durable = durable
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
+        self.durable_subscriptions = 0  # messages are journaled only while this is above zero
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
         self.subscriptions.append(queue)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gateway import codec
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.settings import Settings
-from mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from mapping.addresses import QUEUE, NodeDecision, resolve_node
 from storage.journal import JournalWriter
 from storage.records import Catalog, NewMessage
 
@@ -57,7 +57,7 @@ class Router:
         self._next_seq = catalog.max_message_id
         self._next_node_id = catalog.max_node_id
         self._next_cursor_id = catalog.max_cursor_id
-        self.cursors: dict[str, JournalCursor] = {}
+        self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}  # cursor id -> the queue it records
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
@@ -83,6 +83,17 @@ class Router:
         if self._uncommitted:
             low = min(low, self._uncommitted[0] - 1)
         return low
+
+    @property
+    def last_seq(self) -> int:
+        """The highest journal sequence handed out so far."""
+        return self._next_seq
+
+    def track_cursor(self, cursor: JournalCursor, queue: Queue) -> None:
+        self.tracked[cursor.cursor_id] = (cursor, queue)
+
+    def untrack_cursor(self, cursor: JournalCursor) -> None:
+        self.tracked.pop(cursor.cursor_id, None)
 
     # -- nodes ---------------------------------------------------------------------------------------------
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
@@ -110,6 +121,8 @@ class Router:
                 self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
                 cursor = self.new_cursor("queue", name, name)
             node = Queue(name, durable=durable, cursor=cursor)
+            if cursor is not None:
+                self.track_cursor(cursor, node)
         else:
             if durable:
                 self._next_node_id += 1
@@ -123,14 +136,12 @@ class Router:
         self._next_cursor_id += 1
         low_water = self._next_seq  # nothing before now belongs to a new cursor
         self.writer.submit_cursor(self._next_cursor_id, owner_kind, owner, address, low_water)
-        cursor = JournalCursor(self._next_cursor_id, self.writer)
-        self.cursors[owner] = cursor
-        return cursor
+        return JournalCursor(self._next_cursor_id, self.writer)
 
     def restore_queue(self, name: str, cursor_id: int) -> Queue:
         cursor = JournalCursor(cursor_id, self.writer)
-        self.cursors[name] = cursor
         queue = Queue(name, durable=True, cursor=cursor)
+        self.track_cursor(cursor, queue)
         self.nodes[name] = queue
         return queue
 
@@ -183,8 +194,8 @@ class Router:
         return Ingest(message, record)
 
     def _journals(self, node: Node) -> bool:
-        if node.kind == TOPIC:
-            return False  # durable topic subscriptions journal through their own cursors (JMS issue)
+        if isinstance(node, Topic):
+            return node.durable_subscriptions > 0  # only durable subscriptions need the journal
         return node.durable
 
 

@@ -19,13 +19,17 @@ from gateway import codec
 from gateway.auth import Authenticator
 from gateway.broker import Broker
 from gateway.io import ServerIO
-from gateway.nodes import Message
+from gateway.nodes import Message, Topic
 from gateway.router import Router
+from gateway.selection import compile_selector
 from gateway.settings import Settings
+from gateway.subscriptions import Subscriptions
 from storage.catalog import backlog, load_catalog
 from storage.db import make_engine, schema_status, session_factory, upgrade
 from storage.errors import SchemaOutOfDate
 from storage.journal import BatchResult, JournalWriter
+from storage.records import StoredMessage
+from storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
 
@@ -57,12 +61,32 @@ def _configure_transport(settings: Settings) -> Callable[[Any], None]:
     return configure
 
 
-def recover(router: Router, sessions: Any) -> int:
-    """Rebuild durable queues and their unacknowledged messages from the journal; returns the message count."""
+def _restored(stored: StoredMessage) -> Message:
+    env = codec.scan(stored.payload)
+    return Message(
+        stored.id,
+        stored.payload,
+        header_count=env.delivery_count,
+        durable=env.durable,
+        priority=env.priority,
+        expires=stored.expires_ms or 0,
+        deliver_at=stored.deliver_ms or 0,
+        journaled=True,
+    )
+
+
+def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
+    """Rebuild durable queues, durable subscriptions and their unacknowledged messages from the journal;
+    returns the message count. Volatile subscription rows (left by a crash) are removed."""
     count = 0
     with sessions() as session:
+        removed = reset_runtime(session)
+        session.commit()
+        if removed:
+            log.info("removed %d non-durable subscriptions left from the previous run", removed)
         catalog = load_catalog(session)
         cursors = {c.owner: c for c in catalog.cursors if c.owner_kind == "queue"}
+        by_id = {c.id: c for c in catalog.cursors}
         for node in catalog.nodes:
             if node.kind == "topic":
                 router.restore_topic(node.name)
@@ -72,19 +96,21 @@ def recover(router: Router, sessions: Any) -> int:
                 continue
             queue = router.restore_queue(node.name, cursor.id)
             for stored in backlog(session, cursor):
-                env = codec.scan(stored.payload)
-                message = Message(
-                    stored.id,
-                    stored.payload,
-                    header_count=env.delivery_count,
-                    durable=env.durable,
-                    priority=env.priority,
-                    expires=stored.expires_ms or 0,
-                    deliver_at=stored.deliver_ms or 0,
-                    journaled=True,
-                )
-                queue.push(message, stored.failures)
+                queue.push(_restored(stored), stored.failures)
                 count += 1
+        for record in list_subscriptions(session):
+            sub_cursor = by_id.get(record.cursor_id) if record.cursor_id is not None else None
+            if not record.durable or sub_cursor is None:
+                continue
+            topic = router.nodes.get(record.topic)
+            if not isinstance(topic, Topic):
+                topic = router.restore_topic(record.topic)
+            matcher = compile_selector(record.selector)
+            sub = subscriptions.restore(record, topic, matcher)
+            for stored in backlog(session, sub_cursor):
+                if matcher is None or matcher(stored.payload):
+                    sub.queue.push(_restored(stored), stored.failures)
+                    count += 1
     return count
 
 
@@ -102,12 +128,15 @@ class Server:
         self.injector = EventInjector()
         self.writer = JournalWriter(self.engine, self._journal_done)
         self.router = Router(settings, self.writer, catalog)
-        recovered = recover(self.router, self.sessions)
+        self.subscriptions = Subscriptions(self.router, catalog.max_subscription_id)
+        recovered = recover(self.router, self.subscriptions, self.sessions)
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
-        self.broker = Broker(settings, self.router, self.container)
+        self.broker = Broker(settings, self.router, self.container, self.subscriptions)
         for node in self.router.nodes.values():
             self.broker._watch_node(node)
+        for sub in self.subscriptions.named():
+            self.broker.watch_schedule(sub.queue)
         self.auth = Authenticator(self.sessions, self.injector, settings.allow_anonymous)
         self.io = ServerIO(
             self.container,

@@ -6,9 +6,10 @@ Owns every touch of ``proton.Terminus`` fields; the rest of the gateway sees str
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from proton import Condition, Data, Link, Terminus, symbol
+
+from mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ class TerminusRequest:
     expiry_policy: int
     distribution_mode: int
     capabilities: frozenset[str]
-    filters: dict[str, Any]
+    filters: dict[str, tuple[object, object]]  # key -> (descriptor, value)
     coordinator: bool = False
 
 
@@ -39,12 +40,43 @@ def _symbols(data: Data) -> frozenset[str]:
     return frozenset(str(v) for v in (elements or ()))
 
 
-def _filters(data: Data) -> dict[str, Any]:
+def _filters(data: Data) -> dict[str, tuple[object, object]]:
     data.rewind()
     if not data.next():
         return {}
     value = data.get_object()
-    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, tuple[object, object]] = {}
+    for key, entry in value.items():
+        descriptor = getattr(entry, "descriptor", None)
+        out[str(key)] = (descriptor, getattr(entry, "value", entry) if descriptor is not None else entry)
+    return out
+
+
+def put_filters(terminus: Terminus, selector: str | None, no_local: bool) -> None:
+    """Write the JMS filters we honour into a reply's source (mapping doc §2.4: echo only what is applied)."""
+    data = terminus.filter
+    data.clear()
+    if selector is None and not no_local:
+        return
+    data.put_map()
+    data.enter()
+    if selector is not None:
+        data.put_symbol(symbol("jms-selector"))
+        data.put_described()
+        data.enter()
+        data.put_ulong(SELECTOR_CODE)
+        data.put_string(selector)
+        data.exit()
+    if no_local:
+        data.put_symbol(symbol("no-local"))
+        data.put_described()
+        data.enter()
+        data.put_ulong(NO_LOCAL_CODE)
+        data.put_string("NoLocalFilter{}")
+        data.exit()
+    data.exit()
 
 
 def read_terminus(terminus: Terminus) -> TerminusRequest:
@@ -86,6 +118,32 @@ def accept_attach(link: Link, address: str | None = None) -> None:
     link.target.copy(link.remote_target)
     if address is not None:
         (link.source if link.is_sender else link.target).address = address
+    mirror_settle_modes(link)
+    link.open()
+
+
+def accept_consumer(link: Link, address: str | None, selector: str | None, no_local: bool) -> None:
+    """Answer a consumer attach: echo the source with the filters we apply (and the assigned address)."""
+    link.source.copy(link.remote_source)
+    link.target.copy(link.remote_target)
+    if address is not None:
+        link.source.address = address
+    put_filters(link.source, selector, no_local)
+    mirror_settle_modes(link)
+    link.open()
+
+
+def answer_lookup(link: Link, topic: str, capabilities: list[str], selector: str | None, no_local: bool) -> None:
+    """Answer an unsubscribe lookup (null source, mapping doc §3.2) with the subscription's source."""
+    source = link.source
+    source.type = Terminus.SOURCE
+    source.address = topic
+    source.durability = Terminus.DELIVERIES
+    source.expiry_policy = Terminus.EXPIRE_NEVER
+    source.distribution_mode = Terminus.DIST_MODE_COPY
+    set_capabilities(source, capabilities)
+    put_filters(source, selector, no_local)
+    link.target.copy(link.remote_target)
     mirror_settle_modes(link)
     link.open()
 

@@ -29,6 +29,19 @@ CAPABILITY_KINDS: dict[str, str] = {
 
 JMS_DEST_KINDS: dict[int, str] = {0: QUEUE, 1: TOPIC, 2: QUEUE, 3: TOPIC}
 
+# Addresses of temporary (dynamic) nodes start with this; they are never auto-created (a deleted temporary
+# destination stays deleted).
+TEMPORARY_PREFIX = "$temp."
+
+
+def temporary_address(kind: str, unique: str) -> str:
+    return f"{TEMPORARY_PREFIX}{kind}.{unique}"
+
+
+def dynamic_kind(capabilities: Iterable[str]) -> str:
+    """The type of a dynamic node: a topic when asked for (``temporary-topic``/``topic``), else a queue."""
+    return kind_from_capabilities(capabilities) or QUEUE
+
 
 @dataclass(frozen=True, slots=True)
 class NodeDecision:
@@ -73,6 +86,8 @@ def resolve_node(
         if requested_kind is not None and requested_kind != existing_kind:
             raise Refused(PRECONDITION_FAILED, f"address {address!r} is a {existing_kind}, not a {requested_kind}")
         return NodeDecision(address, existing_kind, create=False)
+    if address.startswith(TEMPORARY_PREFIX):
+        raise Refused(NOT_FOUND, f"temporary destination {address!r} does not exist (any more)")
     if not auto_create:
         raise Refused(NOT_FOUND, f"no node at address {address!r} (auto-create is off)")
     return NodeDecision(address, requested_kind or default_kind, create=True)

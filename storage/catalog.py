@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
+from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from storage.records import Catalog, CursorRecord, NodeRecord, StoredMessage
 
 
@@ -31,6 +31,7 @@ def load_catalog(session: Session) -> Catalog:
         max_message_id=max_message_id,
         max_node_id=max((n.id for n in nodes), default=0),
         max_cursor_id=max((c.id for c in cursors), default=0),
+        max_subscription_id=session.scalar(select(func.max(Subscription.id))) or 0,
     )
 
 

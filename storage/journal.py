@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, update
 
-from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
-from storage.records import NewMessage
+from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
+from storage.records import NewMessage, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 
@@ -33,6 +33,7 @@ _ACKS = Ack.__table__
 _FAILURES = DeliveryFailure.__table__
 _CURSORS = AckCursor.__table__
 _NODES = Node.__table__
+_SUBSCRIPTIONS = Subscription.__table__
 _STOP = object()
 _ATTEMPTS = 5
 
@@ -94,6 +95,21 @@ class JournalWriter:
     def submit_drop_cursor(self, cursor_id: int) -> None:
         self._queue.put(("drop_cursor", cursor_id))
 
+    def submit_subscription(self, record: SubscriptionRecord) -> None:
+        self._queue.put(("sub", record))
+
+    def submit_subscription_consumers(self, subscription_id: int, consumers: int) -> None:
+        self._queue.put(("sub_consumers", subscription_id, consumers))
+
+    def submit_drop_subscription(self, subscription_id: int, cursor_id: int | None) -> None:
+        """Delete a subscription and, with it, its cursor's acks and failure counts."""
+        self._queue.put(("drop_sub", subscription_id, cursor_id))
+
+    def submit_transaction(self, messages: list[NewMessage], acks: list[tuple[int, int]], token: Any) -> None:
+        """A committed JMS transaction: its messages and its acknowledgements land in one database transaction;
+        ``token`` comes back (in ``tokens`` or ``failed``) like a message's."""
+        self._queue.put(("txn", messages, acks, token))
+
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""
         self._queue.put(("barrier", token))
@@ -149,7 +165,7 @@ class JournalWriter:
             except Exception as exc:
                 error = exc
                 log.error("journal write %s failed and was not applied: %s", item[0], exc)
-                if item[0] in ("msg", "barrier"):
+                if item[0] in ("msg", "barrier", "txn"):
                     failed.append(item[-1])
         return tokens, failed, error
 
@@ -167,13 +183,17 @@ class JournalWriter:
                     acks.append({"cursor_id": item[1], "message_id": item[2]})
                 elif kind == "barrier":
                     tokens.append(item[1])
+                elif kind == "txn":
+                    messages.extend(_message_row(m) for m in item[1])
+                    acks.extend({"cursor_id": c, "message_id": m} for c, m in item[2])
+                    tokens.append(item[3])
                 else:
                     # Structural writes keep their order relative to the rows around them.
                     if messages:
                         conn.execute(insert(_MESSAGES), messages)
                         messages = []
                     if acks:
-                        conn.execute(insert(_ACKS), acks)
+                        conn.execute(insert(_ACKS), _unique(acks))
                         acks = []
                     _apply_structural(conn, item)
             if messages:
@@ -248,9 +268,37 @@ def _apply_structural(conn: Any, item: tuple[Any, ...]) -> None:
         conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id, _FAILURES.c.message_id == message_id))
         conn.execute(insert(_FAILURES).values(cursor_id=cursor_id, message_id=message_id, failures=failures))
     elif kind == "drop_cursor":
-        _, cursor_id = item
-        conn.execute(delete(_ACKS).where(_ACKS.c.cursor_id == cursor_id))
-        conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id))
-        conn.execute(delete(_CURSORS).where(_CURSORS.c.id == cursor_id))
+        _drop_cursor(conn, item[1])
+    elif kind == "sub":
+        record: SubscriptionRecord = item[1]
+        conn.execute(
+            insert(_SUBSCRIPTIONS).values(
+                id=record.id,
+                kind=record.kind,
+                durable=record.durable,
+                client_id=record.client_id,
+                name=record.name,
+                topic=record.topic,
+                selector=record.selector,
+                no_local=record.no_local,
+                consumers=record.consumers,
+                cursor_id=record.cursor_id,
+                created_at=_dt(record.created_ms),
+            )
+        )
+    elif kind == "sub_consumers":
+        _, subscription_id, consumers = item
+        conn.execute(update(_SUBSCRIPTIONS).where(_SUBSCRIPTIONS.c.id == subscription_id).values(consumers=consumers))
+    elif kind == "drop_sub":
+        _, subscription_id, cursor_id = item
+        conn.execute(delete(_SUBSCRIPTIONS).where(_SUBSCRIPTIONS.c.id == subscription_id))
+        if cursor_id is not None:
+            _drop_cursor(conn, cursor_id)
     else:  # pragma: no cover - a programming error, not input
         raise ValueError(f"unknown journal operation {kind!r}")
+
+
+def _drop_cursor(conn: Any, cursor_id: int) -> None:
+    conn.execute(delete(_ACKS).where(_ACKS.c.cursor_id == cursor_id))
+    conn.execute(delete(_FAILURES).where(_FAILURES.c.cursor_id == cursor_id))
+    conn.execute(delete(_CURSORS).where(_CURSORS.c.id == cursor_id))

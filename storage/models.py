@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -133,3 +134,34 @@ class Principal(Base):
     name: Mapped[str] = mapped_column(String(256), unique=True)
     password_hash: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Subscription(Base):
+    """A JMS topic subscription with a name (mapping doc §2.8): durable ones survive restarts; shared volatile
+    ones are listed while they exist and removed at start-up.
+
+    ``client_id`` is NULL for a global subscription (shared, no application ClientID). ``kind`` is one of
+    ``durable`` (non-shared durable), ``shared-durable`` and ``shared-volatile``. ``cursor_id`` points at the
+    journal cursor holding a durable subscription's backlog. ``consumers`` is the number of attached consumer
+    links, kept current by the running server.
+    """
+
+    __tablename__ = "subscriptions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(32))
+    durable: Mapped[bool] = mapped_column(Boolean)
+    client_id: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    name: Mapped[str] = mapped_column(String(512))
+    topic: Mapped[str] = mapped_column(String(1024))
+    selector: Mapped[str | None] = mapped_column(Text, nullable=True)
+    no_local: Mapped[bool] = mapped_column(Boolean, default=False)
+    consumers: Mapped[int] = mapped_column(Integer, default=0)
+    cursor_id: Mapped[int | None] = mapped_column(ForeignKey("ack_cursors.id", ondelete="SET NULL"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_subscriptions_name", "name"),
+        Index("ix_subscriptions_client_id", "client_id"),
+        Index("ix_subscriptions_topic", "topic"),
+    )

@@ -65,3 +65,21 @@ class Catalog:
     max_message_id: int
     max_node_id: int
     max_cursor_id: int
+    max_subscription_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """A named topic subscription as stored (``client_id`` None = global; see ``storage.models.Subscription``)."""
+
+    id: int
+    kind: str
+    durable: bool
+    client_id: str | None
+    name: str
+    topic: str
+    selector: str | None
+    no_local: bool
+    consumers: int
+    cursor_id: int | None
+    created_ms: int

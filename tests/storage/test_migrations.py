@@ -15,7 +15,7 @@ from sqlalchemy import Engine, inspect
 from storage.db import alembic_config, make_engine, schema_status, upgrade
 from storage.models import Base
 
-TABLES = {"nodes", "messages", "ack_cursors", "acks", "delivery_failures", "publishers", "principals"}
+TABLES = {"nodes", "messages", "ack_cursors", "acks", "delivery_failures", "publishers", "principals", "subscriptions"}
 
 
 @pytest.fixture

@@ -115,7 +115,8 @@ def test_pure_modules_import_neither_proton_nor_sqlalchemy():
     import sys
 
     code = (
-        "import sys, mapping.addresses, mapping.outcomes, mapping.errors, gateway.nodes; "
+        "import sys, mapping.addresses, mapping.outcomes, mapping.errors, mapping.subscriptions, mapping.filters, "
+        "gateway.nodes; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('proton', 'sqlalchemy', 'storage')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
