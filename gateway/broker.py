@@ -16,13 +16,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mapping.selectors import SelectorError
-from proton import Condition, Delivery, Described, Endpoint, Link, symbol, ulong
+from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
 from gateway import codec, management
 from gateway.io import connection_channel
-from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound
+from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.router import Router
 from gateway.selection import compile_selector
@@ -36,14 +35,8 @@ from gateway.termini import (
     read_terminus,
     refuse_attach,
 )
-from gateway.transactions import (
-    DECLARE,
-    DECLARED,
-    TRANSACTIONAL_STATE,
-    Transaction,
-    Transactions,
-    read_control,
-)
+from gateway.transacting import Transacting
+from gateway.transactions import TRANSACTIONAL_STATE
 from mapping.addresses import dynamic_kind, kind_from_capabilities, kind_from_jms_dest, temporary_address
 from mapping.errors import (
     INTERNAL_ERROR,
@@ -54,6 +47,7 @@ from mapping.errors import (
 )
 from mapping.filters import FilterRequest, read_filters
 from mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
+from mapping.selectors import SelectorError
 from mapping.subscriptions import (
     Action,
     Details,
@@ -75,8 +69,6 @@ OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SH
 SOLE_CONNECTION = "sole-connection-for-container"
 DECODE_ERROR = "amqp:decode-error"
 
-_OUTCOME_CODES = {0x24: "accepted", 0x25: "rejected", 0x26: "released", 0x27: MODIFIED}
-ROLLED_BACK = settle_outcome(MODIFIED, failed=True, undeliverable_here=False)
 
 _OUTCOME_NAMES = {
     Delivery.ACCEPTED: "accepted",
@@ -123,13 +115,6 @@ class _Timer:
         self.callback()
 
 
-def _transactional_accept(delivery: Delivery, txn_id: bytes) -> None:
-    """Settle a transactional transfer with transactional-state{txn-id, accepted} (mapping §6.3)."""
-    delivery.local.data = [txn_id, Described(ulong(0x24), [])]
-    delivery.update(TRANSACTIONAL_STATE)
-    delivery.settle()
-
-
 def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
     try:
         return compile_selector(selector)
@@ -146,7 +131,7 @@ class Broker:
         self.settings = settings
         self.router = router
         self.subscriptions = subscriptions or Subscriptions(router)
-        self.transactions = Transactions()
+        self.transacting = Transacting(router, self._route)
         self.container = container
         self.connections: set[ConnectionState] = set()
         self._containers: dict[str, int] = {}
@@ -308,7 +293,7 @@ class Broker:
             link._sg = coordinator
             state.links.add(coordinator)
             accept_attach(link)
-            link.flow(100)
+            self.transacting.open_coordinator(coordinator)
             return
         node = None
         service = target.address == management.ADDRESS
@@ -477,9 +462,7 @@ class Broker:
             if closed:
                 self._unsubscribe(link_state)
         elif isinstance(link_state, CoordinatorLink):
-            for txn in self.transactions.owned_by(link_state):
-                self.transactions.finish(txn)
-                self._rollback(txn)
+            self.transacting.coordinator_ended(link_state)
         elif isinstance(link_state, Outbound):
             self._end_consumer(link_state, abrupt=abrupt, closed=closed)
         if owns is not None:
@@ -531,7 +514,7 @@ class Broker:
         if isinstance(link_state, Inbound):
             self._receive(link_state, delivery)
         elif isinstance(link_state, CoordinatorLink):
-            self._control(link_state, delivery)
+            self.transacting.control(link_state, delivery)
         elif isinstance(link_state, Outbound):
             self._settled_by_consumer(link_state, delivery)
 
@@ -558,24 +541,21 @@ class Broker:
             inbound.top_up()
             return
         try:
-            txn = self._transaction_of(delivery)
+            txn = self.transacting.transaction_of(delivery)
             env = codec.scan(raw)
             node = inbound.node or self._relay_node(env)
         except codec.CodecError as exc:
-            self._reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
+            reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
             inbound.top_up()
             return
         except Refused as refusal:
-            self._reject(delivery, refusal.condition, refusal.description)
+            reject(delivery, refusal.condition, refusal.description)
             inbound.top_up()
             return
         ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
         if txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
-            if ingest.record is not None:
-                self.router.submitted(ingest.record.id)
-            txn.sends.append((ingest, node))
-            _transactional_accept(delivery, txn.txn_id)
+            self.transacting.enlist_send(txn, ingest, node, delivery)
         elif ingest.record is not None:
             inbound.pending += 1
             self.router.submitted(ingest.record.id)
@@ -592,7 +572,7 @@ class Broker:
         try:
             request = management.read_request(raw)
         except codec.CodecError as exc:
-            self._reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
+            reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
             return
         response = management.handle(request, self.subscriptions)
         log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
@@ -604,94 +584,6 @@ class Broker:
             return
         reply = management.encode_response(request, response)
         self._route(node, self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS).message)
-
-    def _transaction_of(self, delivery: Delivery) -> Transaction | None:
-        """The transaction a transfer or disposition is enlisted in (transactional-state), if any."""
-        if delivery.remote_state != TRANSACTIONAL_STATE:
-            return None
-        data = delivery.remote.data or []
-        return self.transactions.get(bytes(data[0]) if data else b"")
-
-    def _control(self, coordinator: CoordinatorLink, delivery: Delivery) -> None:
-        """A declare or discharge on a coordinator link (mapping §6.2), answered with a settled disposition."""
-        if not delivery.readable or delivery.partial:
-            return
-        link = coordinator.link
-        raw = link.recv(delivery.pending) or b""
-        link.advance()
-        try:
-            control = read_control(raw)
-            if control.kind == DECLARE:
-                txn = self.transactions.declare(coordinator)
-                delivery.local.data = [txn.txn_id]
-                delivery.update(DECLARED)
-                delivery.settle()
-            else:
-                assert control.txn_id is not None
-                txn = self.transactions.get(control.txn_id)
-                self.transactions.finish(txn)
-                if control.fail:
-                    self._rollback(txn)
-                    self._settle_control(delivery, None)
-                else:
-                    self._commit(txn, delivery)
-        except Refused as refusal:
-            self._reject(delivery, refusal.condition, refusal.description)
-        if link.credit < 50:
-            link.flow(100)
-
-    def _settle_control(self, delivery: Delivery, error: BaseException | None) -> None:
-        if delivery.settled:
-            return
-        if error is None:
-            delivery.update(Delivery.ACCEPTED)
-            delivery.settle()
-        else:
-            # Any condition but amqp:transaction:rollback makes Qpid JMS throw TransactionRolledBackException.
-            self._reject(delivery, INTERNAL_ERROR, f"commit failed and was rolled back: {error}")
-
-    def _commit(self, txn: Transaction, delivery: Delivery) -> None:
-        """Write the transaction's messages and acknowledgements in one database transaction, then route and
-        settle; the discharge is accepted only after that commit (mapping §6.2)."""
-        records = [ingest.record for ingest, _ in txn.sends if ingest.record is not None]
-        acks = [
-            (queue.cursor.cursor_id, message.seq)
-            for queue, message, settlement in txn.acks
-            if settlement.remove and message.journaled and queue.cursor is not None
-        ]
-
-        def done(error: BaseException | None) -> None:
-            if error is None:
-                self._committed(txn)
-            else:
-                log.error("transaction commit failed: %s", error)
-                self._rollback(txn)
-            self._settle_control(delivery, error)
-
-        if records or acks:
-            self.router.writer.submit_transaction(records, acks, done)
-        else:
-            done(None)
-
-    def _committed(self, txn: Transaction) -> None:
-        for ingest, node in txn.sends:
-            if ingest.record is not None:
-                self.router.committed(ingest.message.seq)
-            self._route(node, ingest.message)
-        for queue, message, settlement in txn.acks:
-            if settlement.remove and message.journaled and queue.cursor is not None:
-                queue.cursor.acks_since_low_water += 1
-            queue.settle(message, settlement, None, recorded=True)
-
-    def _rollback(self, txn: Transaction) -> None:
-        """Discard the sends; return the acknowledged messages with delivery-count + 1 (mapping §6.4)."""
-        for ingest, _ in txn.sends:
-            if ingest.record is not None:
-                self.router.committed(ingest.message.seq)
-        txn.sends.clear()
-        for queue, message, _ in txn.acks:
-            queue.settle(message, ROLLED_BACK, None)
-        txn.acks.clear()
 
     def _relay_node(self, env: codec.Envelope) -> Queue | Topic:
         if not env.to:
@@ -708,15 +600,10 @@ class Broker:
         else:
             node.push(message)
 
-    def _reject(self, delivery: Delivery, condition: str, description: str) -> None:
-        delivery.local.condition = Condition(condition, description)
-        delivery.update(Delivery.REJECTED)
-        delivery.settle()
-
     def _oversize(self, inbound: Inbound, delivery: Delivery) -> None:
         description = f"message larger than the maximum of {self.settings.max_message_size} bytes"
         log.info("closing link %r: %s", inbound.link.name, description)
-        self._reject(delivery, MESSAGE_SIZE_EXCEEDED, description)
+        reject(delivery, MESSAGE_SIZE_EXCEEDED, description)
         inbound.closed = True
         inbound.link.condition = Condition(MESSAGE_SIZE_EXCEEDED, description)
         inbound.link.close()
@@ -730,7 +617,7 @@ class Broker:
             delivery.settle()
             return
         if remote == TRANSACTIONAL_STATE:
-            self._transactional_ack(out, delivery, message)
+            self.transacting.enlist_ack(out, delivery, message)
             return
         outcome = _OUTCOME_NAMES.get(remote)
         if outcome == MODIFIED:
@@ -741,21 +628,6 @@ class Broker:
             settlement = settle_outcome(outcome)
         delivery.settle()
         out.queue.settle(message, settlement, out)
-
-    def _transactional_ack(self, out: Outbound, delivery: Delivery, message: Message) -> None:
-        """An acknowledgement under a transaction: the message stays locked until the discharge (§6.4)."""
-        data = delivery.remote.data or []
-        outcome = data[1] if len(data) > 1 else None
-        code = getattr(outcome, "descriptor", None)
-        settlement = settle_outcome(_OUTCOME_CODES.get(int(code) if isinstance(code, int) else -1, "accepted"))
-        delivery.settle()
-        try:
-            txn = self.transactions.get(bytes(data[0]) if data else b"")
-        except Refused:
-            log.info("acknowledgement under an unknown transaction; the message is released")
-            out.queue.settle(message, settle_outcome("released"), out)
-            return
-        txn.acks.append((out.queue, message, settlement))
 
     # -- journal completions ---------------------------------------------------------------------------------
     @guarded
@@ -784,7 +656,7 @@ class Broker:
             inbound.pending -= 1
             touched.add(inbound)
             if not inbound.closed:
-                self._reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
+                reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
         for inbound in touched:
             inbound.top_up()
 

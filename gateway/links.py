@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Delivery, Link
+from proton import Condition, Delivery, Link
 
 from gateway import codec
 from gateway.nodes import Message, Queue, Topic
@@ -146,3 +146,10 @@ class CoordinatorLink:
         self.conn = conn
         self.closed = False
         self.owns: str | None = None
+
+
+def reject(delivery: Delivery, condition: str, description: str) -> None:
+    """Settle a delivery as rejected with an AMQP error."""
+    delivery.local.condition = Condition(condition, description)
+    delivery.update(Delivery.REJECTED)
+    delivery.settle()

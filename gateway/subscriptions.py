@@ -98,10 +98,6 @@ class Subscriptions:
     def get(self, key: SubscriptionKey | None) -> Subscription | None:
         return None if key is None else self.by_key.get(key)
 
-    def existing(self, key: SubscriptionKey | None) -> Existing | None:
-        sub = self.get(key)
-        return None if sub is None else sub.existing()
-
     def create(
         self,
         kind: Kind,
