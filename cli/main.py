@@ -1,4 +1,4 @@
-"""``subgate``: serve, db, users. Each command parses its arguments and calls one function."""
+"""``subgate``: serve, db, users, subscriptions. Each command parses its arguments and calls one function."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import click
 
 from cli.options import config_option, resolve_store, with_store
+from cli.subscriptions import subscriptions, unsubscribe
 from gateway.settings import Settings
 
 
@@ -15,6 +16,10 @@ from gateway.settings import Settings
 @click.version_option("0.1.0", prog_name="subgate")
 def main() -> None:
     """subgate: an AMQP 1.0 broker for JMS subscriptions, bookmarks and topic trees."""
+
+
+main.add_command(subscriptions)
+main.add_command(unsubscribe)
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
