@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck bench clean install
+.PHONY: run test lint typecheck bench bench-topics clean install
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(PYTHON) bench/run.py
+
+bench-topics: $(STAMP)
+	$(BIN)/python bench/topics_bench.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -5,6 +5,7 @@ Pure: standard library only (no proton, no SQLAlchemy), no I/O, no clock (time i
     paths          validate, split and relate topic paths
     selectors      parse ``>path``, ``?split/path``, ``*regex``, ``#set``; prefixes; seed 000's intersection
     tree           TopicTree[V]: topics, current values, selection by walking from a prefix
+    index          SelectorIndex[K]: which subscribed selectors a path reaches, indexed by prefix
     registrations  remove-with-session rules (seed 001)
     handlers       missing-topic handler choice (seed 000)
     errors         the exceptions, each with its AMQP condition
@@ -20,6 +21,7 @@ from topics.errors import (
     UnknownTopicError,
 )
 from topics.handlers import MissingTopicHandlers, Notification
+from topics.index import SelectorIndex
 from topics.paths import (
     are_related,
     common_prefix,
@@ -60,6 +62,7 @@ __all__ = [
     "RemovalRegistry",
     "Selector",
     "SelectorError",
+    "SelectorIndex",
     "SelectorSet",
     "SplitPathSelector",
     "TopicPathError",
