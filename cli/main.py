@@ -8,6 +8,7 @@ import sys
 import click
 
 from cli.options import config_option, resolve_store, with_store
+from cli.permissions import grants, roles
 from cli.subscriptions import subscriptions, unsubscribe
 from gateway.settings import Settings
 
@@ -20,6 +21,8 @@ def main() -> None:
 
 main.add_command(subscriptions)
 main.add_command(unsubscribe)
+main.add_command(roles)
+main.add_command(grants)
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
@@ -296,10 +299,13 @@ def users_list(store: str | None) -> None:
 @click.argument("name")
 def users_remove(store: str | None, name: str) -> None:
     """Remove user NAME."""
+    from storage.permissions import PRINCIPAL, revoke_all
     from storage.principals import remove_principal
 
     with _sessions(store).begin() as session:
         removed = remove_principal(session, name)
+        if removed:
+            revoke_all(session, PRINCIPAL, name)  # a user re-added under this name starts without grants
     if not removed:
         raise click.ClickException(f"no user named {name!r}")
     click.echo(f"removed user {name!r}")

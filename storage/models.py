@@ -22,6 +22,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -164,4 +165,47 @@ class Subscription(Base):
         Index("ix_subscriptions_name", "name"),
         Index("ix_subscriptions_client_id", "client_id"),
         Index("ix_subscriptions_topic", "topic"),
+    )
+
+
+class Role(Base):
+    """A named set of grants that principals hold (``principal_roles``); ``admin`` is built in (docs/permissions.md)."""
+
+    __tablename__ = "roles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class PrincipalRole(Base):
+    """A principal holds a role; removing either removes the assignment."""
+
+    __tablename__ = "principal_roles"
+
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), primary_key=True)
+    role_id: Mapped[int] = mapped_column(ForeignKey("roles.id", ondelete="CASCADE"), primary_key=True)
+
+
+class PermissionGrant(Base):
+    """One allow (``allow`` true) or denial of a permission to a principal or a role, by name.
+
+    ``subject_kind`` is ``principal`` or ``role``; ``subject`` is the name (grants to ``anonymous`` apply to
+    anonymous connections, which have no row in ``principals``). ``path`` is the topic branch the grant covers,
+    ``""`` for the root and for the global permissions: never NULL, so that the unique constraint holds (NULLs
+    are distinct in a unique constraint).
+    """
+
+    __tablename__ = "permission_grants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    subject_kind: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str] = mapped_column(String(256))
+    permission: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(String(1024), default="")
+    allow: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("subject_kind", "subject", "permission", "path", name="uq_permission_grants_subject"),
     )

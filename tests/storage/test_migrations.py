@@ -15,7 +15,19 @@ from sqlalchemy import Engine, inspect
 from storage.db import alembic_config, make_engine, schema_status, upgrade
 from storage.models import Base
 
-TABLES = {"nodes", "messages", "ack_cursors", "acks", "delivery_failures", "publishers", "principals", "subscriptions"}
+TABLES = {
+    "nodes",
+    "messages",
+    "ack_cursors",
+    "acks",
+    "delivery_failures",
+    "publishers",
+    "principals",
+    "subscriptions",
+    "roles",
+    "principal_roles",
+    "permission_grants",
+}
 
 
 @pytest.fixture
