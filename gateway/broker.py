@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.router import Router
 from gateway.selection import compile_selector
 from gateway.settings import Settings
-from gateway.subscriptions import Subscriptions
+from gateway.subscriptions import Subscriptions, subscription_filter
 from gateway.termini import (
     TerminusRequest,
     accept_attach,
@@ -35,14 +36,16 @@ from gateway.termini import (
     read_terminus,
     refuse_attach,
 )
+from gateway.topic_space import TopicsError, fetch_selector, selector_address
 from gateway.transacting import Transacting
 from gateway.transactions import TRANSACTIONAL_STATE
-from mapping.addresses import dynamic_kind, kind_from_capabilities, kind_from_jms_dest, temporary_address
+from mapping.addresses import QUEUE, dynamic_kind, kind_from_capabilities, kind_from_jms_dest, temporary_address
 from mapping.errors import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     MESSAGE_SIZE_EXCEEDED,
     NOT_FOUND,
+    NOT_IMPLEMENTED,
     Refused,
 )
 from mapping.filters import FilterRequest, read_filters
@@ -113,6 +116,20 @@ class _Timer:
     @guarded
     def on_timer_task(self, event: Any) -> None:
         self.callback()
+
+
+def _topic_selector(address: str) -> Any:
+    try:
+        return selector_address(address)
+    except TopicsError as exc:
+        raise Refused(INVALID_FIELD, f"invalid topic selector: {exc}") from None
+
+
+def _fetch_selector(address: str) -> Any:
+    try:
+        return fetch_selector(address)
+    except TopicsError as exc:
+        raise Refused(INVALID_FIELD, f"invalid topic selector: {exc}") from None
 
 
 def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
@@ -319,6 +336,14 @@ class Broker:
             self._open_lookup(link, state)
             return
         filters = read_filters(source.filters)
+        if not source.dynamic and source.address and kind_from_capabilities(source.capabilities) != QUEUE:
+            if "fetch" in source.capabilities:
+                self._open_fetch(link, state, source.address)
+                return
+            selector = _topic_selector(source.address)
+            if selector is not None:
+                self._open_selector_consumer(link, state, source, selector, filters)
+                return
         if source.dynamic:
             node = self._create_temporary(source)
         elif not source.address:
@@ -373,6 +398,43 @@ class Broker:
         sub.queue.add_consumer(outbound)
         return outbound
 
+    def _open_selector_consumer(
+        self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Any, filters: FilterRequest
+    ) -> None:
+        """A consumer whose address is a topic selector: every matching topic, also those created later."""
+        if source.durable >= 1:
+            raise Refused(NOT_IMPLEMENTED, "durable subscriptions to a topic selector are not supported")
+        matcher = _compile(filters.selector)
+        no_local_id = state.container_id if filters.no_local else None
+        queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
+        self.watch_schedule(queue)
+        accepts = subscription_filter(self.router.last_seq, no_local_id, matcher)
+        outbound = Outbound(link, state, queue)
+        outbound.selector_sub = self.router.topics.subscribe(selector, queue, accepts)
+        queue.add_consumer(outbound)
+        link._sg = outbound
+        state.links.add(outbound)
+        accept_consumer(link, None, filters.selector, filters.no_local)
+
+    def _open_fetch(self, link: Link, state: ConnectionState, address: str) -> None:
+        """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""
+        selector = _fetch_selector(address)
+        outbound = Outbound(link, state, Queue(f"fetch#{state.container_id}/{link.name}", durable=False))
+        outbound.fetch = deque(t.current for t in self.router.topics.select(selector) if t.current is not None)
+        link._sg = outbound
+        state.links.add(outbound)
+        accept_consumer(link, None, None, False)
+
+    def _send_fetched(self, out: Outbound) -> None:
+        fetch = out.fetch
+        assert fetch is not None
+        while fetch and out.credit > 0:
+            out.deliver_copy(fetch.popleft())
+        if not fetch:
+            self._end_link(out, abrupt=False, closed=True)
+            out.conn.links.discard(out)
+            out.link.close()
+
     def _open_lookup(self, link: Link, state: ConnectionState) -> None:
         """An unsubscribe lookup (null source): answer with the subscription's source, or not-found (§3.2)."""
         key = lookup_key(link.name, state.container_id)
@@ -409,6 +471,8 @@ class Broker:
         node = self.router.nodes.pop(name, None)
         if node is None:
             return
+        if isinstance(node, Topic):
+            self.router.topics.removed(node)
         log.info("deleting temporary %s %r", node.kind, name)
         queues = {id(node): node} if isinstance(node, Queue) else {id(q): q for q in node.subscriptions}
         for state in list(self.connections):
@@ -475,6 +539,9 @@ class Broker:
         for message in sorted(out.unsettled.values(), key=lambda m: m.seq):
             queue.settle(message, settlement, None)
         out.unsettled.clear()
+        if out.selector_sub is not None:
+            self.router.topics.unsubscribe(out.selector_sub)
+            return
         sub = out.subscription
         if sub is None:
             queue.dispatch()
@@ -491,6 +558,9 @@ class Broker:
         if not isinstance(out, Outbound) or out.closed:
             return
         out.credit = link.credit
+        if out.fetch is not None:
+            self._send_fetched(out)
+            return
         if out.browse:
             self._browse(out)
         else:

@@ -6,6 +6,7 @@ remote disposition back to the message it settles. Routing and outcome rules liv
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from proton import Condition, Delivery, Link
@@ -63,6 +64,8 @@ class Outbound:
         "queue",
         "subscription",
         "owns",
+        "fetch",
+        "selector_sub",
         "credit",
         "unsettled",
         "presettled",
@@ -79,6 +82,8 @@ class Outbound:
         self.queue = queue
         self.subscription = subscription  # gateway.subscriptions.Subscription for topic consumers
         self.owns: str | None = None
+        self.fetch: deque[Message] | None = None  # current values still to send on a fetch link
+        self.selector_sub: Any = None  # gateway.topic_space.SelectorSubscription
         self.credit = 0
         self.unsettled: dict[str, Message] = {}
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED

@@ -333,6 +333,7 @@ class Topic:
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
         self.durable_subscriptions = 0  # messages are journaled only while this is above zero
+        self.current: Message | None = None  # the last message published (a topic's current value)
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
         self.subscriptions.append(queue)
@@ -346,6 +347,7 @@ class Topic:
 
     def publish(self, message: Message) -> int:
         """Route to every matching subscription; returns how many took it."""
+        self.current = message
         taken = 0
         filters = self.filters
         for queue in self.subscriptions:

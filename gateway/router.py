@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gateway import codec
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.settings import Settings
+from gateway.topic_space import TopicSpace
 from mapping.addresses import QUEUE, NodeDecision, resolve_node
 from storage.journal import JournalWriter
 from storage.records import Catalog, NewMessage
@@ -57,7 +58,8 @@ class Router:
         self._next_seq = catalog.max_message_id
         self._next_node_id = catalog.max_node_id
         self._next_cursor_id = catalog.max_cursor_id
-        self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}  # cursor id -> the queue it records
+        self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
+        self.topics = TopicSpace()  # cursor id -> the queue it records
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
@@ -128,6 +130,7 @@ class Router:
                 self._next_node_id += 1
                 self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
             node = Topic(name, durable=durable)
+            self.topics.added(node)
         self.nodes[name] = node
         log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
         return node
@@ -148,6 +151,7 @@ class Router:
     def restore_topic(self, name: str) -> Topic:
         topic = Topic(name, durable=True)
         self.nodes[name] = topic
+        self.topics.added(topic)
         return topic
 
     # -- messages ------------------------------------------------------------------------------------------
