@@ -45,9 +45,7 @@ def main() -> None:
         "scan": lambda: codec.scan(raw),
         "with_delivery_count": lambda: codec.with_delivery_count(raw, env, 1),
         "with_annotations": lambda: codec.with_annotations(raw, env, {"x-opt-bookmark": "pub-1|42|"}),
-        "scan+with_annotations": lambda: codec.with_annotations(
-            raw, codec.scan(raw), {"x-opt-bookmark": "b1"}
-        ),
+        "scan+with_annotations": lambda: codec.with_annotations(raw, codec.scan(raw), {"x-opt-bookmark": "b1"}),
     }
     print(f"message: {len(raw)} bytes, python {sys.version.split()[0]}")
     for name, func in cases.items():

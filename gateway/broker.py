@@ -192,6 +192,9 @@ class Broker:
                 on_schedule(following)
 
         queue.on_schedule = on_schedule
+        due = queue.next_due()
+        if due is not None:  # messages held before the queue was watched (recovered at start-up)
+            on_schedule(due)
 
     # -- connections -----------------------------------------------------------------------------------------
     @guarded
@@ -261,8 +264,7 @@ class Broker:
                 self._containers[state.container_id] = remaining
             else:
                 self._containers.pop(state.container_id, None)
-        for link_state in list(state.links):
-            self._end_link(link_state, abrupt=True, closed=False)
+        self._end_links(list(state.links), abrupt=True)
         state.links.clear()
 
     # -- sessions --------------------------------------------------------------------------------------------
@@ -277,12 +279,21 @@ class Broker:
         session = event.session
         state: ConnectionState | None = getattr(session.connection, "_sg", None)
         if state is not None:
-            for link_state in list(state.links):
-                if link_state.link.session == session:
-                    self._end_link(link_state, abrupt=True, closed=False)
-                    state.links.discard(link_state)
+            ending = [ls for ls in state.links if ls.link.session == session]
+            self._end_links(ending, abrupt=True)
+            state.links.difference_update(ending)
         if not session.state & Endpoint.LOCAL_CLOSED:
             session.close()
+
+    def _end_links(self, ending: list[Any], *, abrupt: bool) -> None:
+        """End several links at once (session end, connection loss): their consumers leave their queues first,
+        so a message returned by one of them (or by a rolled-back transaction) is not handed to another link
+        that is about to end too, and counted twice."""
+        for link_state in ending:
+            if isinstance(link_state, Outbound):
+                link_state.queue.remove_consumer(link_state)
+        for link_state in ending:
+            self._end_link(link_state, abrupt=abrupt, closed=False)
 
     # -- links -----------------------------------------------------------------------------------------------
     @guarded

@@ -152,6 +152,10 @@ class Queue:
         if self.consumers:
             self.dispatch()
 
+    def next_due(self) -> int | None:
+        """When the earliest held (delayed) message becomes deliverable, if any."""
+        return self._scheduled[0][0] if self._scheduled else None
+
     def release_scheduled(self, now: int | None = None) -> int | None:
         """Make due scheduled messages available; returns the next due time, if any."""
         now = now_ms() if now is None else now

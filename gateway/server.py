@@ -107,7 +107,10 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
                 topic = router.restore_topic(record.topic)
             matcher = compile_selector(record.selector)
             sub = subscriptions.restore(record, topic, matcher)
+            own = f"{record.client_id}/" if record.no_local and record.client_id is not None else None
             for stored in backlog(session, sub_cursor):
+                if own is not None and (stored.publisher_id or "").startswith(own):
+                    continue  # no-local: published by the subscription's own ClientID
                 if matcher is None or matcher(stored.payload):
                     sub.queue.push(_restored(stored), stored.failures)
                     count += 1

@@ -171,6 +171,9 @@ class Subscriptions:
         if sub.cursor is not None:
             topic.durable_subscriptions -= 1
             self.router.untrack_cursor(sub.cursor)
+            # Deliveries still out (e.g. acknowledged in an open transaction) may settle later: the dropped
+            # cursor must not be written to again.
+            sub.queue.cursor = None
         if sub.key is not None and self.by_key.get(sub.key) is sub:
             del self.by_key[sub.key]
             self.router.writer.submit_drop_subscription(sub.id, sub.cursor.cursor_id if sub.cursor else None)

@@ -45,7 +45,12 @@ def backlog(session: Session, cursor: CursorRecord, batch: int = 5000) -> Iterat
     )
     stmt = (
         select(
-            JournalMessage.id, JournalMessage.payload, failures, JournalMessage.expires_at, JournalMessage.deliver_at
+            JournalMessage.id,
+            JournalMessage.payload,
+            failures,
+            JournalMessage.expires_at,
+            JournalMessage.deliver_at,
+            JournalMessage.publisher_id,
         )
         .where(
             JournalMessage.address == cursor.address,
@@ -56,7 +61,7 @@ def backlog(session: Session, cursor: CursorRecord, batch: int = 5000) -> Iterat
         .execution_options(yield_per=batch)
     )
     for row in session.execute(stmt):
-        yield StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]))
+        yield StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5])
 
 
 def _ms(value: datetime | None) -> int | None:

@@ -54,6 +54,7 @@ class StoredMessage:
     failures: int
     expires_ms: int | None = None
     deliver_ms: int | None = None
+    publisher_id: str | None = None  # "<container-id>/<link name>" of the publishing link
 
 
 @dataclass(frozen=True, slots=True)
