@@ -528,7 +528,9 @@ class Broker:
         # subscription under the same name on the same session (proton would refuse "link name already attached").
         link.free()
 
-    def _end_link(self, link_state: Inbound | Outbound | Lookup, *, abrupt: bool, closed: bool) -> None:
+    def _end_link(
+        self, link_state: Inbound | Outbound | Lookup | CoordinatorLink, *, abrupt: bool, closed: bool
+    ) -> None:
         if link_state.closed:
             return
         link_state.closed = True

@@ -39,7 +39,7 @@ class Request:
 class Response:
     status: int
     description: str
-    body: object = None
+    body: Any = None
 
 
 def read_request(raw: bytes) -> Request:

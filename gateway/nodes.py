@@ -76,6 +76,9 @@ class Consumer(Protocol):
 class Cursor(Protocol):
     """Durable bookkeeping of a queue: what it discarded and how often a message failed."""
 
+    cursor_id: int
+    acks_since_low_water: int
+
     def discarded(self, seq: int) -> None: ...
 
     def failed(self, seq: int, failures: int) -> None: ...
