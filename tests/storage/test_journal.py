@@ -421,15 +421,16 @@ def test_backlog_is_exactly_the_unacknowledged_messages_of_its_address(journal):
     journal.writer.start()
     assert journal.sync().error is None
     queue_backlog = journal.backlog(journal.cursor(1))
+    pub = "c1/snd"  # new_message default
     assert queue_backlog == [
-        StoredMessage(3, b"payload-3", 0, T0 + 20, None),
-        StoredMessage(6, b"payload-6", 2, T0 + 40, T0 + 50),
-        StoredMessage(8, b"payload-8", 1, None, None),
+        StoredMessage(3, b"payload-3", 0, T0 + 20, None, pub),
+        StoredMessage(6, b"payload-6", 2, T0 + 40, T0 + 50, pub),
+        StoredMessage(8, b"payload-8", 1, None, None, pub),
     ]
     assert journal.backlog(journal.cursor(1), batch=1) == queue_backlog
     assert journal.backlog(journal.cursor(2)) == [
-        StoredMessage(4, b"payload-4", 0, None, None),
-        StoredMessage(7, b"payload-7", 0, T0 + 60, None),
+        StoredMessage(4, b"payload-4", 0, None, None, pub),
+        StoredMessage(7, b"payload-7", 0, T0 + 60, None, pub),
     ]
     assert journal.catalog().max_message_id == 8
 
