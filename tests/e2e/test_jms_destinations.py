@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -28,7 +27,7 @@ from tests.support.jms import (
     Received,
     SendFailed,
 )
-from tests.support.server import SubgateProcess
+from tests.support.server import SubgateProcess, module_server
 
 NOT_FOUND = "amqp:not-found"
 RESOURCE_DELETED = "amqp:resource-deleted"
@@ -36,32 +35,9 @@ PRECONDITION_FAILED = "amqp:precondition-failed"
 
 
 @pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubgateProcess]:
-    workdir = tmp_path_factory.mktemp("destinations")
-    server = SubgateProcess(f"sqlite:///{workdir / 'subgate.db'}", workdir).start()
-    yield server
-    try:
-        if server.alive():
-            server.stop(timeout=10)
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def broker(shared_server: SubgateProcess) -> Iterator[SubgateProcess]:
-    """The module's server; a test during which it dies fails, and the next test gets a fresh process."""
-    if not shared_server.alive():
-        shared_server.start()
-    yield shared_server
-    if not shared_server.alive():
-        log = shared_server.log()
-        shared_server.start()
-        pytest.fail(f"the server died during this test:\n{log[-4000:]}")
-
-
-@pytest.fixture
-def uid() -> str:
-    return uuid.uuid4().hex[:10]
+def shared_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubgateProcess]:
+    with module_server(request, tmp_path_factory, "destinations") as server:
+        yield server
 
 
 def leftover(consumer: Consumer) -> list[object]:

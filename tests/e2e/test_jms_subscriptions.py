@@ -8,13 +8,13 @@ with a sleep: sends are synchronous, so a message is routed before its send retu
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from proton import Described, Message, Terminus, symbol, ulong
 from proton.reactor import LinkOption
 
+from tests.e2e.conftest import STORES
 from tests.support import jms as jms_support
 from tests.support.amqp import Capabilities, connect
 from tests.support.jms import (
@@ -34,54 +34,20 @@ from tests.support.jms import (
     Received,
     RefusedLocally,
 )
-from tests.support.pytest_postgres import unique_database_name
-from tests.support.server import SubgateProcess
+from tests.support.server import SubgateProcess, module_server
 
 NOT_FOUND = "amqp:not-found"
 ILLEGAL_STATE = "amqp:illegal-state"
 RESOURCE_LOCKED = "amqp:resource-locked"
 INVALID_FIELD = "amqp:invalid-field"
-STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 # -- fixtures ------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module", params=STORES)
 def shared_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubgateProcess]:
     """One server per store for the whole module."""
-    workdir = tmp_path_factory.mktemp(f"subscriptions-{request.param}")
-    cluster, database = None, None
-    if request.param == "sqlite":
-        url = f"sqlite:///{workdir / 'subgate.db'}"
-    else:
-        cluster = request.getfixturevalue("postgres_cluster")
-        database = unique_database_name("jms_subscriptions")
-        url = cluster.create_database(database)
-    server = SubgateProcess(url, workdir).start()
-    yield server
-    try:
-        if server.alive():
-            server.stop(timeout=10)
-    finally:
-        server.kill()
-        if cluster is not None and database is not None:
-            cluster.drop_database(database)
-
-
-@pytest.fixture
-def broker(shared_server: SubgateProcess) -> Iterator[SubgateProcess]:
-    """The module's server; a test during which it dies fails, and the next test gets a fresh process."""
-    if not shared_server.alive():
-        shared_server.start()
-    yield shared_server
-    if not shared_server.alive():
-        log = shared_server.log()
-        shared_server.start()
-        pytest.fail(f"the server died during this test:\n{log[-4000:]}")
-
-
-@pytest.fixture
-def uid() -> str:
-    return uuid.uuid4().hex[:10]
+    with module_server(request, tmp_path_factory, "jms-subscriptions", request.param) as server:
+        yield server
 
 
 # -- helpers -------------------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ sleep.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.conftest import STORES
 from tests.support.jms import (
     DURABLE,
     TOPIC,
@@ -20,10 +20,8 @@ from tests.support.jms import (
     JmsWire,
     Received,
 )
-from tests.support.pytest_postgres import unique_database_name
-from tests.support.server import SubgateProcess
+from tests.support.server import SubgateProcess, module_server
 
-STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 UNKNOWN_ID = "amqp:transaction:unknown-id"
 
 
@@ -31,40 +29,8 @@ UNKNOWN_ID = "amqp:transaction:unknown-id"
 @pytest.fixture(scope="module", params=STORES)
 def shared_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubgateProcess]:
     """One server per store for the whole module."""
-    workdir = tmp_path_factory.mktemp(f"transactions-{request.param}")
-    cluster, database = None, None
-    if request.param == "sqlite":
-        url = f"sqlite:///{workdir / 'subgate.db'}"
-    else:
-        cluster = request.getfixturevalue("postgres_cluster")
-        database = unique_database_name("jms_transactions")
-        url = cluster.create_database(database)
-    server = SubgateProcess(url, workdir).start()
-    yield server
-    try:
-        if server.alive():
-            server.stop(timeout=10)
-    finally:
-        server.kill()
-        if cluster is not None and database is not None:
-            cluster.drop_database(database)
-
-
-@pytest.fixture
-def broker(shared_server: SubgateProcess) -> Iterator[SubgateProcess]:
-    """The module's server; a test during which it dies fails, and the next test gets a fresh process."""
-    if not shared_server.alive():
-        shared_server.start()
-    yield shared_server
-    if not shared_server.alive():
-        log = shared_server.log()
-        shared_server.start()
-        pytest.fail(f"the server died during this test:\n{log[-4000:]}")
-
-
-@pytest.fixture
-def uid() -> str:
-    return uuid.uuid4().hex[:10]
+    with module_server(request, tmp_path_factory, "jms-transactions", request.param) as server:
+        yield server
 
 
 # -- helpers -------------------------------------------------------------------------------------------------------

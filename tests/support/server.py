@@ -13,7 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
@@ -102,3 +105,30 @@ class SubgateProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@contextmanager
+def module_server(request: Any, tmp_path_factory: Any, label: str, store: str = "sqlite") -> Iterator[SubgateProcess]:
+    """A server shared by a test module, on a fresh SQLite file or a fresh database of the session's throwaway
+    PostgreSQL cluster; stopped (and the database dropped) at the end."""
+    workdir = tmp_path_factory.mktemp(f"{label}-{store}")
+    cluster, database = None, None
+    if store == "sqlite":
+        url = f"sqlite:///{workdir / 'subgate.db'}"
+    else:
+        from tests.support.pytest_postgres import unique_database_name
+
+        cluster = request.getfixturevalue("postgres_cluster")
+        database = unique_database_name(label.replace("-", "_"))
+        url = cluster.create_database(database)
+    server = SubgateProcess(url, workdir).start()
+    try:
+        yield server
+    finally:
+        try:
+            if server.alive():
+                server.stop(timeout=10)
+        finally:
+            server.kill()
+            if cluster is not None and database is not None:
+                cluster.drop_database(database)
