@@ -35,8 +35,8 @@ from storage.db import make_engine, upgrade
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
 from tests.support.amqp import Capabilities, connect, sender
 from tests.support.cli import run_subgate
+from tests.support.store_rows import cursor_row, message_row, subscription_row
 
-CREATED = datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=UTC)
 CREATED_ISO = "2026-01-02T03:04:05.123Z"
 UNREACHABLE = "server not reachable at"
 SELECTOR_CODE = 0x0000468C00000004
@@ -75,76 +75,27 @@ def seed(url: str) -> None:
         with engine.begin() as conn:
             conn.execute(
                 insert(AckCursor),
-                [
-                    {
-                        "id": 1,
-                        "owner_kind": "subscription",
-                        "owner": "app1.sub1",
-                        "address": "prices",
-                        "low_water": 1,
-                        "updated_at": CREATED,
-                    },
-                    {
-                        "id": 2,
-                        "owner_kind": "subscription",
-                        "owner": "gsub",
-                        "address": "prices",
-                        "low_water": 0,
-                        "updated_at": CREATED,
-                    },
-                ],
+                [cursor_row(1, "app1.sub1", low_water=1), cursor_row(2, "gsub")],
             )
             conn.execute(
                 insert(JournalMessage),
-                [_message(i, "prices", b"red" if i % 2 else b"blue") for i in range(1, 7)] + [_message(7, "orders")],
+                [message_row(i, "prices", b"red" if i % 2 else b"blue") for i in range(1, 7)]
+                + [message_row(7, "orders")],
             )
             conn.execute(insert(Ack), [{"cursor_id": 1, "message_id": 3}, {"cursor_id": 2, "message_id": 3}])
             conn.execute(insert(DeliveryFailure), [{"cursor_id": 1, "message_id": 4, "failures": 2}])
             conn.execute(
                 insert(Subscription),
                 [
-                    _sub(1, "durable", "app1", "sub1", selector="colour = 'red'", no_local=True, cursor_id=1),
-                    _sub(2, "durable", "app1", "sub2", topic="orders"),
-                    _sub(3, "durable", "app2", "sub1", topic="orders", consumers=2),
-                    _sub(4, "shared-durable", None, "gsub", cursor_id=2),
-                    _sub(5, "shared-volatile", None, "vol", durable=False),
+                    subscription_row(1, "sub1", "app1", selector="colour = 'red'", no_local=True, cursor_id=1),
+                    subscription_row(2, "sub2", "app1", topic="orders"),
+                    subscription_row(3, "sub1", "app2", topic="orders", consumers=2),
+                    subscription_row(4, "gsub", None, cursor_id=2),
+                    subscription_row(5, "vol", None, kind="shared-volatile", durable=False),
                 ],
             )
     finally:
         engine.dispose()
-
-
-def _sub(id: int, kind: str, client_id: str | None, name: str, **fields: Any) -> dict[str, Any]:
-    row = {
-        "id": id,
-        "kind": kind,
-        "durable": True,
-        "client_id": client_id,
-        "name": name,
-        "topic": "prices",
-        "selector": None,
-        "no_local": False,
-        "consumers": 0,
-        "cursor_id": None,
-        "created_at": CREATED,
-    }
-    return {**row, **fields}
-
-
-def _message(id: int, address: str, payload: bytes = b"x") -> dict[str, Any]:
-    return {
-        "id": id,
-        "address": address,
-        "node_kind": "topic",
-        "publisher_id": "pub",
-        "publisher_seq": id,
-        "bookmark": f"pub:{id}",
-        "ts": CREATED,
-        "durable": True,
-        "priority": 4,
-        "size": len(payload),
-        "payload": payload,
-    }
 
 
 def rows(url: str, model: type, *where: Any) -> int:
@@ -326,12 +277,12 @@ def test_offline_backlog_applies_the_selector_engine_to_stored_messages(store_ur
         with engine.begin() as conn:
             conn.execute(
                 insert(AckCursor),
-                [{"id": 1, "owner_kind": "subscription", "owner": "a.s", "address": "t", "updated_at": CREATED}],
+                [cursor_row(1, "a.s", address="t")],
             )
-            conn.execute(insert(JournalMessage), [_message(i + 1, "t", raw) for i, raw in enumerate(encoded)])
+            conn.execute(insert(JournalMessage), [message_row(i + 1, "t", raw) for i, raw in enumerate(encoded)])
             conn.execute(insert(Ack), [{"cursor_id": 1, "message_id": 1}])
             conn.execute(
-                insert(Subscription), [_sub(1, "durable", "a", "s", topic="t", selector="colour = 'r'", cursor_id=1)]
+                insert(Subscription), [subscription_row(1, "s", "a", topic="t", selector="colour = 'r'", cursor_id=1)]
             )
     finally:
         engine.dispose()

@@ -7,7 +7,6 @@ its own unit of work (the repository never commits).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ from storage.subscriptions import (
     list_subscriptions,
     reset_runtime,
 )
+from tests.support.store_rows import cursor_row, message_row, subscription_row
 
-CREATED = datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=UTC)
 CREATED_MS = 1_767_323_045_123
 
 
@@ -40,50 +39,6 @@ def engine(store_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def sessions(engine: Engine) -> sessionmaker[Session]:
     return session_factory(engine)
-
-
-def sub_row(id: int, name: str, client_id: str | None, **fields: Any) -> dict[str, Any]:
-    row = {
-        "id": id,
-        "kind": "durable" if client_id is not None else "shared-durable",
-        "durable": True,
-        "client_id": client_id,
-        "name": name,
-        "topic": "prices",
-        "selector": None,
-        "no_local": False,
-        "consumers": 0,
-        "cursor_id": None,
-        "created_at": CREATED,
-    }
-    return {**row, **fields}
-
-
-def cursor_row(id: int, owner: str, address: str = "prices", low_water: int = 0) -> dict[str, Any]:
-    return {
-        "id": id,
-        "owner_kind": "subscription",
-        "owner": owner,
-        "address": address,
-        "low_water": low_water,
-        "updated_at": CREATED,
-    }
-
-
-def message_row(id: int, address: str = "prices", payload: bytes = b"x") -> dict[str, Any]:
-    return {
-        "id": id,
-        "address": address,
-        "node_kind": "topic",
-        "publisher_id": "pub",
-        "publisher_seq": id,
-        "bookmark": f"pub:{id}",
-        "ts": CREATED,
-        "durable": True,
-        "priority": 4,
-        "size": len(payload),
-        "payload": payload,
-    }
 
 
 def insert_rows(engine: Engine, model: type, rows: list[dict[str, Any]]) -> None:
@@ -104,11 +59,11 @@ def populated(engine: Engine) -> Engine:
         engine,
         Subscription,
         [
-            sub_row(1, "sub1", "app1", cursor_id=1, selector="colour = 'red'", no_local=True, consumers=1),
-            sub_row(2, "sub2", "app1", topic="orders"),
-            sub_row(3, "sub1", "app2", topic="orders", consumers=2),
-            sub_row(4, "gsub", None, cursor_id=2, consumers=3),
-            sub_row(5, "vol", None, kind="shared-volatile", durable=False, consumers=1),
+            subscription_row(1, "sub1", "app1", cursor_id=1, selector="colour = 'red'", no_local=True, consumers=1),
+            subscription_row(2, "sub2", "app1", topic="orders"),
+            subscription_row(3, "sub1", "app2", topic="orders", consumers=2),
+            subscription_row(4, "gsub", None, cursor_id=2, consumers=3),
+            subscription_row(5, "vol", None, kind="shared-volatile", durable=False, consumers=1),
         ],
     )
     return engine
@@ -183,8 +138,8 @@ def test_find_prefers_the_durable_one_when_a_volatile_one_shares_its_name(engine
         engine,
         Subscription,
         [
-            sub_row(7, "s", None, kind="shared-volatile", durable=False),
-            sub_row(8, "s", None, kind="shared-durable"),
+            subscription_row(7, "s", None, kind="shared-volatile", durable=False),
+            subscription_row(8, "s", None, kind="shared-durable"),
         ],
     )
     with sessions() as session:
@@ -246,7 +201,7 @@ def test_reset_runtime_drops_volatile_subscriptions_and_zeroes_consumers(populat
     insert_rows(
         populated,
         Subscription,
-        [sub_row(6, "vol2", "app1", kind="shared-volatile", durable=False, cursor_id=3, consumers=4)],
+        [subscription_row(6, "vol2", "app1", kind="shared-volatile", durable=False, cursor_id=3, consumers=4)],
     )
     with sessions.begin() as session:
         removed = reset_runtime(session)
@@ -273,7 +228,11 @@ def journal(engine: Engine) -> Engine:
     insert_rows(engine, JournalMessage, [message_row(i, payload=payloads[i]) for i in range(1, 9)])
     insert_rows(engine, JournalMessage, [message_row(9, "orders"), message_row(10, "orders")])
     insert_rows(engine, Ack, [{"cursor_id": 1, "message_id": 4}, {"cursor_id": 1, "message_id": 6}])
-    insert_rows(engine, Subscription, [sub_row(1, "sub1", "app1", cursor_id=1), sub_row(2, "nocursor", "app1")])
+    insert_rows(
+        engine,
+        Subscription,
+        [subscription_row(1, "sub1", "app1", cursor_id=1), subscription_row(2, "nocursor", "app1")],
+    )
     return engine
 
 
