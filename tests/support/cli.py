@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.server import subgate_command
+from tests.support.server import subgate_command, wait_for_log_line
 
 LISTENING = re.compile(r"subgate '([^']*)' listening on (\S+):(\d+)")
 
@@ -66,17 +66,9 @@ class ServeProcess:
                 cwd=self.cwd,
                 env=subgate_env(self.env),
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = LISTENING.search(self.log())
-            if match:
-                self.name, self.host, self.port = match.group(1), match.group(2), int(match.group(3))
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"subgate serve exited with {self.proc.returncode}:\n{self.log()}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"subgate serve did not report its address within {timeout}s:\n{self.log()}")
+        match = wait_for_log_line(self.proc, self.log, LISTENING, timeout, self.kill)
+        self.name, self.host, self.port = match.group(1), match.group(2), int(match.group(3))
+        return self
 
     def log(self) -> str:
         try:

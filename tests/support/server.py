@@ -13,12 +13,34 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+def wait_for_log_line(
+    proc: subprocess.Popen[bytes],
+    read_log: Callable[[], str],
+    pattern: re.Pattern[str],
+    timeout: float,
+    kill: Callable[[], None],
+) -> re.Match[str]:
+    """Poll a child's log until ``pattern`` appears; raise if the child exits first or the time runs out (then
+    ``kill`` it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = read_log()
+        match = pattern.search(text)
+        if match:
+            return match
+        if proc.poll() is not None:
+            raise RuntimeError(f"subgate exited with {proc.returncode}:\n{text}")
+        time.sleep(0.05)
+    kill()
+    raise RuntimeError(f"subgate did not log {pattern.pattern!r} within {timeout}s:\n{read_log()}")
 
 
 def subgate_command() -> list[str]:
@@ -66,18 +88,9 @@ class SubgateProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log()
-            match = LISTENING.search(text)
-            if match:
-                self.port = int(match.group(2))
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"subgate exited with {self.proc.returncode}:\n{text}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"subgate did not report a listening address within {timeout}s:\n{self.log()}")
+        match = wait_for_log_line(self.proc, self.log, LISTENING, timeout, self.kill)
+        self.port = int(match.group(2))
+        return self
 
     def log(self) -> str:
         try:
