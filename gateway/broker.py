@@ -118,16 +118,10 @@ class _Timer:
         self.callback()
 
 
-def _topic_selector(address: str) -> Any:
+def _topic_selector(parse: Callable[[str], Any], address: str) -> Any:
+    """``parse`` (selector_address or fetch_selector) with an invalid selector refused as invalid-field."""
     try:
-        return selector_address(address)
-    except TopicsError as exc:
-        raise Refused(INVALID_FIELD, f"invalid topic selector: {exc}") from None
-
-
-def _fetch_selector(address: str) -> Any:
-    try:
-        return fetch_selector(address)
+        return parse(address)
     except TopicsError as exc:
         raise Refused(INVALID_FIELD, f"invalid topic selector: {exc}") from None
 
@@ -351,7 +345,7 @@ class Broker:
             if "fetch" in source.capabilities:
                 self._open_fetch(link, state, source.address)
                 return
-            selector = _topic_selector(source.address)
+            selector = _topic_selector(selector_address, source.address)
             if selector is not None:
                 self._open_selector_consumer(link, state, source, selector, filters)
                 return
@@ -395,13 +389,12 @@ class Broker:
         request = SubscribeRequest(link.name, state.container_id, source.durable >= 1, source.capabilities, details)
         current = subs.get(key_for(request))
         decision = decide_subscribe(request, current.existing() if current is not None else None)
-        if decision.action is Action.REPLACE and current is not None:
-            log.info("replacing %s: topic, selector or no-local changed", current.key.describe() if current.key else "")
-            subs.delete(current)
-            current = None
         if decision.action is Action.ATTACH and current is not None:
             sub = current
         else:
+            if decision.action is Action.REPLACE and current is not None:
+                log.info("replacing %r: topic, selector or no-local changed", current.key)
+                subs.delete(current)
             sub = subs.create(decision.kind, decision.key, details, topic, state.container_id, matcher, link.name)
             self.watch_schedule(sub.queue)
         outbound = Outbound(link, state, sub.queue, sub)
@@ -429,7 +422,7 @@ class Broker:
 
     def _open_fetch(self, link: Link, state: ConnectionState, address: str) -> None:
         """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""
-        selector = _fetch_selector(address)
+        selector = _topic_selector(fetch_selector, address)
         outbound = Outbound(link, state, Queue(f"fetch#{state.container_id}/{link.name}", durable=False))
         outbound.fetch = deque(t.current for t in self.router.topics.select(selector) if t.current is not None)
         link._sg = outbound
@@ -442,9 +435,7 @@ class Broker:
         while fetch and out.credit > 0:
             out.deliver_copy(fetch.popleft())
         if not fetch:
-            self._end_link(out, abrupt=False, closed=True)
-            out.conn.links.discard(out)
-            out.link.close()
+            self._close_link(out)
 
     def _open_lookup(self, link: Link, state: ConnectionState) -> None:
         """An unsubscribe lookup (null source): answer with the subscription's source, or not-found (§3.2)."""
@@ -492,14 +483,24 @@ class Broker:
                     isinstance(link_state, Inbound) and link_state.node is node
                 )
                 if uses and not link_state.closed:
-                    self._end_link(link_state, abrupt=False, closed=True)
-                    state.links.discard(link_state)
-                    link = link_state.link
-                    if not link.state & Endpoint.LOCAL_CLOSED:
-                        link.condition = Condition(RESOURCE_DELETED, f"temporary destination {name!r} was deleted")
-                        link.close()
+                    self._close_link(
+                        link_state, Condition(RESOURCE_DELETED, f"temporary destination {name!r} was deleted")
+                    )
         for queue in queues.values():
             queue.purge()
+
+    def _close_link(
+        self, link_state: Inbound | Outbound | Lookup | CoordinatorLink, condition: Condition | None = None
+    ) -> None:
+        """The server ends a link (detach closed=true, with ``condition`` when given); the peer's answering
+        detach then only frees it (``_link_ended``)."""
+        self._end_link(link_state, abrupt=False, closed=True)
+        link_state.conn.links.discard(link_state)
+        link = link_state.link
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            if condition is not None:
+                link.condition = condition
+            link.close()
 
     def _watch_node(self, node: Queue | Topic) -> None:
         if isinstance(node, Queue) and node.on_schedule is None:
@@ -687,9 +688,7 @@ class Broker:
         description = f"message larger than the maximum of {self.settings.max_message_size} bytes"
         log.info("closing link %r: %s", inbound.link.name, description)
         reject(delivery, MESSAGE_SIZE_EXCEEDED, description)
-        inbound.closed = True
-        inbound.link.condition = Condition(MESSAGE_SIZE_EXCEEDED, description)
-        inbound.link.close()
+        self._close_link(inbound, Condition(MESSAGE_SIZE_EXCEEDED, description))
 
     def _settled_by_consumer(self, out: Outbound, delivery: Delivery) -> None:
         remote = delivery.remote_state

@@ -73,40 +73,45 @@ def subscription_view(sub: Subscription) -> dict[str, Any]:
     }
 
 
-def _scope(props: dict[str, object]) -> str | None:
+_NO_SCOPE = "give 'client-id' (a string) or 'global' = true"
+
+
+def _key(props: dict[str, object]) -> SubscriptionKey | str:
+    """The durable subscription a READ or DELETE names, or what is wrong with the request."""
+    name = props.get("name")
+    if not isinstance(name, str) or not name:
+        return "'name' (a string) is required"
     if props.get("global") is True:
-        return None
+        return SubscriptionKey(DURABLE, None, name)
     client_id = props.get("client-id")
     if not isinstance(client_id, str) or not client_id:
-        raise Refused("400", "give 'client-id' (a string) or 'global' = true")
-    return client_id
+        return _NO_SCOPE
+    return SubscriptionKey(DURABLE, client_id, name)
 
 
 def handle(request: Request, subscriptions: Subscriptions) -> Response:
     if request.type != "subscription":
         return Response(501, f"unknown management type {request.type!r}")
     props = request.properties
+    if request.operation == "QUERY":
+        return Response(200, "OK", _query(subscriptions, props))
+    if request.operation not in ("READ", "DELETE"):
+        return Response(501, f"unknown operation {request.operation!r} for type 'subscription'")
+    key = _key(props)
+    if isinstance(key, str):
+        return Response(400, key)
+    sub = subscriptions.get(key)
+    if request.operation == "READ":
+        if sub is None:
+            return Response(404, f"no {key.describe()}")
+        return Response(200, "OK", subscription_view(sub))
     try:
-        if request.operation == "QUERY":
-            return Response(200, "OK", _query(subscriptions, props))
-        if request.operation in ("READ", "DELETE"):
-            name = props.get("name")
-            if not isinstance(name, str) or not name:
-                return Response(400, "'name' (a string) is required")
-            key = SubscriptionKey(DURABLE, _scope(props), name)
-            sub = subscriptions.get(key)
-            if request.operation == "READ":
-                if sub is None:
-                    return Response(404, f"no {key.describe()}")
-                return Response(200, "OK", subscription_view(sub))
-            decide_unsubscribe(key, sub.existing() if sub is not None else None)
-            assert sub is not None
-            subscriptions.delete(sub)
-            return Response(204, f"{key.describe()} removed")
+        decide_unsubscribe(key, sub.existing() if sub is not None else None)
     except Refused as refusal:
-        status = {NOT_FOUND: 404, "400": 400}.get(refusal.condition, 409)
-        return Response(status, refusal.description)
-    return Response(501, f"unknown operation {request.operation!r} for type 'subscription'")
+        return Response(404 if refusal.condition == NOT_FOUND else 409, refusal.description)
+    assert sub is not None
+    subscriptions.delete(sub)
+    return Response(204, f"{key.describe()} removed")
 
 
 def _query(subscriptions: Subscriptions, props: dict[str, object]) -> list[dict[str, Any]]:
