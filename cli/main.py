@@ -10,6 +10,7 @@ import click
 from cli.options import config_option, resolve_store, with_store
 from cli.permissions import grants, roles
 from cli.subscriptions import subscriptions, unsubscribe
+from cli.topics import topics
 from gateway.settings import Settings
 
 
@@ -23,6 +24,7 @@ main.add_command(subscriptions)
 main.add_command(unsubscribe)
 main.add_command(roles)
 main.add_command(grants)
+main.add_command(topics)
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
@@ -124,6 +126,33 @@ def _parse_listen(value: str) -> tuple[str, int]:
     help="Also journal messages sent without header.durable.",
 )
 @click.option(
+    "--reconnect-timeout",
+    type=click.FloatRange(0),
+    default=60.0,
+    envvar="SUBGATE_RECONNECT_TIMEOUT",
+    show_default=True,
+    show_envvar=True,
+    help="Seconds a connection lost without a close frame keeps its remove-with-session registrations.",
+)
+@click.option(
+    "--missing-topic-timeout",
+    type=click.FloatRange(0.01),
+    default=10.0,
+    envvar="SUBGATE_MISSING_TOPIC_TIMEOUT",
+    show_default=True,
+    show_envvar=True,
+    help="Seconds a subscribe or fetch waits for a silent missing-topic handler before it proceeds.",
+)
+@click.option(
+    "--policy-refresh",
+    type=click.FloatRange(0.1),
+    default=2.0,
+    envvar="SUBGATE_POLICY_REFRESH",
+    show_default=True,
+    show_envvar=True,
+    help="Seconds between re-reads of users, roles and grants from the store.",
+)
+@click.option(
     "--migrate/--no-migrate",
     default=False,
     envvar="SUBGATE_MIGRATE",
@@ -151,6 +180,9 @@ def serve(
     max_frame_size: int,
     idle_timeout: float,
     journal_non_persistent: bool,
+    reconnect_timeout: float,
+    missing_topic_timeout: float,
+    policy_refresh: float,
     migrate: bool,
     log_level: str,
 ) -> None:
@@ -176,6 +208,9 @@ def serve(
         max_frame_size=max_frame_size,
         idle_timeout=idle_timeout,
         journal_non_persistent=journal_non_persistent,
+        reconnect_timeout=reconnect_timeout,
+        missing_topic_timeout=missing_topic_timeout,
+        policy_refresh_interval=policy_refresh,
     )
     try:
         code = run_server(settings, migrate=migrate)

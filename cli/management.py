@@ -4,8 +4,9 @@ The protocol, in the AMQP Management 1.0 style:
 
 * request: a message to ``$management`` whose ``reply_to`` is the address of a dynamic receiver this client
   attached, whose ``id`` is a fresh string, and whose application properties hold ``operation`` (``QUERY``,
-  ``READ``, ``DELETE``), ``type`` (``subscription``) and the operation's arguments (``name``, ``client-id`` or
-  ``global``=True, ``topic``). Requests have no body.
+  ``READ``, ``CREATE``, ``DELETE``, ``RELOAD``), ``type`` (``subscription``, ``topic``, ``permissions``) and the
+  operation's arguments (``name``, ``client-id`` or ``global``=True, ``topic``, ``selector``). Requests have no
+  body. The types are described in ``gateway.management`` and ``gateway.topic_admin``.
 * response: a message whose ``correlation_id`` is the request's id, with application properties ``statusCode``
   (200 OK, 204 deleted, 400 bad request, 403 forbidden, 404 not found, 409 conflict, 500 internal, 501 unknown
   operation) and ``statusDescription``; the body is the result (a list of maps for QUERY, a map for READ).
@@ -162,6 +163,28 @@ class ManagementClient:
 
     def delete_subscription(self, name: str, *, client_id: str | None) -> None:
         self.request("DELETE", "subscription", _identity(name, client_id))
+
+    # -- topics -----------------------------------------------------------------------------------------------
+    def query_topics(self, selector: str | None = None) -> dict[str, Any]:
+        """The topic tree (``topics``), remove-with-session registrations (``removals``) and missing-topic
+        handlers (``handlers``); only the topics ``selector`` selects when given."""
+        arguments = {} if selector is None else {"selector": selector}
+        body = self.request("QUERY", "topic", arguments).body
+        if not isinstance(body, dict):
+            raise ManagementUnavailable(f"QUERY answered with {type(body).__name__}, not a map")
+        return _plain_map(body)
+
+    def create_topic(self, path: str) -> bool:
+        """Create a topic; False when it already existed."""
+        return _status(self.request("CREATE", "topic", {"name": path}))[0] == 201
+
+    def remove_topics(self, selector: str) -> list[str]:
+        """Remove every topic ``selector`` selects; returns their paths."""
+        body = self.request("DELETE", "topic", {"selector": selector}).body
+        return [str(path) for path in body or []]
+
+    def reload_permissions(self) -> None:
+        self.request("RELOAD", "permissions", {})
 
     # -- internals --------------------------------------------------------------------------------------------
     def _probe(self) -> None:

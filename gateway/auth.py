@@ -4,12 +4,16 @@ Owns the SASL verdict: a worker thread looks the principal up in the store and v
 hands ``(channel, authenticated, username)`` back to the reactor as the ``sasl_verdict`` application event.
 Anonymous access follows the ``allow_anonymous`` setting, or, when that is unset, is allowed only while the
 store has no principal at all (so ``make run`` works out of the box and adding a user locks the door).
+Whenever a check finds that principals have appeared or all gone, ``on_principals_changed`` runs on the worker
+thread before the verdict is handed back, so the permission policy it reloads (gateway.policy) reaches the
+reactor ahead of the connection it concerns.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,10 +28,17 @@ log = logging.getLogger("subgate.auth")
 
 
 class Authenticator:
-    def __init__(self, sessions: sessionmaker[Session], injector: EventInjector, allow_anonymous: bool | None) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        injector: EventInjector,
+        allow_anonymous: bool | None,
+        on_principals_changed: Callable[[], None] | None = None,
+    ) -> None:
         self._sessions = sessions
         self._injector = injector
         self._allow_anonymous = allow_anonymous
+        self._on_principals_changed = on_principals_changed
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="subgate-auth")
         self._lock = threading.Lock()
         self._principals_exist = self._count() > 0
@@ -44,9 +55,16 @@ class Authenticator:
 
     def _refresh(self) -> None:
         try:
-            self._principals_exist = self._count() > 0
+            exist = self._count() > 0
         except Exception:  # the store may be briefly unavailable; keep the last answer
             log.exception("could not count principals")
+            return
+        self._set_principals_exist(exist)
+
+    def _set_principals_exist(self, exist: bool) -> None:
+        changed, self._principals_exist = exist != self._principals_exist, exist
+        if changed and self._on_principals_changed is not None:
+            self._on_principals_changed()
 
     def _count(self) -> int:
         with self._sessions() as session:
@@ -74,6 +92,7 @@ class Authenticator:
         if principal is None:
             verify_password(credentials.password or "", _DUMMY_HASH)  # same cost whether or not the user exists
             return False, credentials.username
+        self._set_principals_exist(True)
         return verify_password(credentials.password or "", principal.password_hash), credentials.username
 
     def close(self) -> None:

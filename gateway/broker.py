@@ -36,10 +36,33 @@ from gateway.termini import (
     read_terminus,
     refuse_attach,
 )
+from gateway.topic_admin import PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
+from gateway.topic_control import (
+    CONTROL_PREFIX,
+    FETCH,
+    HANDLER_PREFIX,
+    REMOVAL_PREFIX,
+    SUBSCRIBE,
+    HandlerLink,
+    HeldAttach,
+    RemovalLink,
+    TopicControl,
+    control_branch,
+    handler_path,
+)
 from gateway.topic_space import TopicsError, fetch_selector, selector_address
 from gateway.transacting import Transacting
 from gateway.transactions import TRANSACTIONAL_STATE
-from mapping.addresses import QUEUE, dynamic_kind, kind_from_capabilities, kind_from_jms_dest, temporary_address
+from mapping.addresses import (
+    QUEUE,
+    TEMPORARY_PREFIX,
+    TOPIC,
+    NodeDecision,
+    dynamic_kind,
+    kind_from_capabilities,
+    kind_from_jms_dest,
+    temporary_address,
+)
 from mapping.errors import (
     INTERNAL_ERROR,
     INVALID_FIELD,
@@ -50,6 +73,7 @@ from mapping.errors import (
 )
 from mapping.filters import FilterRequest, read_filters
 from mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
+from mapping.permissions import OPEN_POLICY, Permission, Policy
 from mapping.selectors import SelectorError
 from mapping.subscriptions import (
     Action,
@@ -63,8 +87,11 @@ from mapping.subscriptions import (
     lookup_source_capabilities,
     removed_on_detach,
 )
+from topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
+LinkState = Inbound | Outbound | Lookup | CoordinatorLink | RemovalLink | HandlerLink | HeldAttach
+NOT_ALLOWED = "amqp:not-allowed"
 RESOURCE_DELETED = "amqp:resource-deleted"
 
 VERSION = "0.1.0"
@@ -133,6 +160,12 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
 
 
+def _control_direction(address: str, prefix: str, expected: str) -> None:
+    """A ``$subgate/`` address used by the wrong kind of link (or no such control node) is not-found."""
+    if not address.startswith(prefix):
+        raise Refused(NOT_FOUND, f"no control node at {address!r} for this link ({expected}; see docs/topics.md)")
+
+
 class Broker:
     """The container's handler (see the module docstring)."""
 
@@ -150,6 +183,17 @@ class Broker:
         self.stopping = False
         self.published = 0
         self.on_stopped: Callable[[], None] | None = None
+        self.policy: Policy = OPEN_POLICY
+        self.on_policy_refresh: Callable[[], None] | None = None
+        self._since_policy_refresh = 0.0
+        self.control = TopicControl(
+            settings.name,
+            settings.reconnect_timeout,
+            settings.missing_topic_timeout,
+            self.schedule,
+            self.remove_branch,
+        )
+        self.topic_admin = TopicAdmin(router, self.control, self.remove_topics, self._refresh_policy)
 
     # -- timers ----------------------------------------------------------------------------------------------
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
@@ -168,8 +212,34 @@ class Broker:
             if cursor.acks_since_low_water:
                 self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
                 cursor.acks_since_low_water = 0
+        self._since_policy_refresh += self.settings.expiry_sweep_interval
+        if self.on_policy_refresh is not None and self._since_policy_refresh >= self.settings.policy_refresh_interval:
+            self._since_policy_refresh = 0.0
+            self.on_policy_refresh()
         if not self.stopping:
             self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
+
+    # -- permissions -----------------------------------------------------------------------------------------
+    def on_policy_loaded(self, event: Any) -> None:
+        """A policy freshly read from the store (gateway.policy): it decides every attach from now on."""
+        self.policy = event.subject
+
+    def _refresh_policy(self) -> None:
+        if self.on_policy_refresh is not None:
+            self.on_policy_refresh()
+
+    def _check(self, state: ConnectionState, permission: Permission, path: str | None = None) -> None:
+        """Raises: Refused(amqp:unauthorized-access) when the connection's principal lacks ``permission``."""
+        self.policy.check(state.user, permission, path)
+
+    def _check_node(self, state: ConnectionState, permission: Permission, decision: NodeDecision) -> None:
+        """``permission`` on a node's address, plus MODIFY_TOPIC when the attach would create it. Temporary
+        nodes belong to the connection that made them and are not checked (docs/permissions.md)."""
+        if decision.address.startswith(TEMPORARY_PREFIX):
+            return
+        if decision.create:
+            self._check(state, Permission.MODIFY_TOPIC, decision.address)
+        self._check(state, permission, decision.address)
 
     def watch_schedule(self, queue: Queue) -> None:
         def on_schedule(at_ms: int) -> None:
@@ -230,7 +300,7 @@ class Broker:
     @guarded
     def on_connection_remote_close(self, event: Any) -> None:
         connection = event.connection
-        self._end_connection(connection)
+        self._end_connection(connection, abrupt=False)
         if not connection.state & Endpoint.LOCAL_CLOSED:
             connection.close()
 
@@ -238,15 +308,16 @@ class Broker:
     def on_transport_tail_closed(self, event: Any) -> None:
         connection = event.connection
         if connection is not None:
-            self._end_connection(connection)
+            self._end_connection(connection, abrupt=True)
 
     @guarded
     def on_transport_closed(self, event: Any) -> None:
         connection = event.connection
         if connection is not None:
-            self._end_connection(connection)
+            self._end_connection(connection, abrupt=True)
 
-    def _end_connection(self, connection: Any) -> None:
+    def _end_connection(self, connection: Any, *, abrupt: bool) -> None:
+        """The connection closed (a close frame: ``abrupt=False``) or was lost; its links end as abrupt."""
         state: ConnectionState | None = getattr(connection, "_sg", None)
         if state is None or state.closed:
             return
@@ -258,6 +329,7 @@ class Broker:
                 self._containers[state.container_id] = remaining
             else:
                 self._containers.pop(state.container_id, None)
+        self.control.connection_ended(state, abrupt=abrupt)
         self._end_links(list(state.links), abrupt=True)
         state.links.clear()
 
@@ -296,11 +368,14 @@ class Broker:
         state: ConnectionState | None = getattr(link.connection, "_sg", None)
         if state is None or state.closed:
             return
+        self._attach(link, state, consult_handlers=True)
+
+    def _attach(self, link: Link, state: ConnectionState, *, consult_handlers: bool) -> None:
         try:
             if link.is_receiver:
                 self._open_publisher(link, state)
             else:
-                self._open_consumer(link, state)
+                self._open_consumer(link, state, consult_handlers=consult_handlers)
         except Refused as refusal:
             log.info("refused attach %r from %s: %s", link.name, state.container_id, refusal.description)
             refuse_attach(link, refusal.condition, refusal.description)
@@ -317,12 +392,19 @@ class Broker:
             accept_attach(link)
             self.transacting.open_coordinator(coordinator)
             return
+        address = target.address or ""
+        if address.startswith(CONTROL_PREFIX):
+            self._open_removal(link, state, address)
+            return
         node = None
-        service = target.address == management.ADDRESS
+        service = address == management.ADDRESS
+        if service:
+            self._check(state, Permission.CONTROL_SERVER)
         if target.dynamic:
             node = self._create_temporary(target)
-        elif target.present and target.address and not service:
-            decision = self.router.decide(target.address, kind_from_capabilities(target.capabilities))
+        elif target.present and address and not service:
+            decision = self.router.decide(address, kind_from_capabilities(target.capabilities))
+            self._check_node(state, Permission.UPDATE_TOPIC, decision)
             node = self.router.node_for(decision)
             self._watch_node(node)
         inbound = Inbound(link, state, node, self.settings.credit_window)
@@ -335,26 +417,58 @@ class Broker:
         accept_attach(link, node.name if target.dynamic and node is not None else None)
         link.flow(self.settings.credit_window)
 
-    def _open_consumer(self, link: Link, state: ConnectionState) -> None:
+    def _open_removal(self, link: Link, state: ConnectionState, address: str) -> None:
+        """A remove-with-session registration (design §3): the open link is the registration; no credit."""
+        _control_direction(address, REMOVAL_PREFIX, "remove-with-session registrations are sending links")
+        branch = control_branch(address, REMOVAL_PREFIX)
+        self._check(state, Permission.MODIFY_TOPIC, branch)
+        removal = self.control.register_removal(link, state, branch)
+        link._sg = removal
+        state.links.add(removal)
+        accept_attach(link)
+
+    def _open_handler(self, link: Link, state: ConnectionState, address: str) -> None:
+        """A missing-topic handler registration (design §3): notifications are sent on this link."""
+        if address != HANDLER_PREFIX.rstrip("/"):
+            _control_direction(address, HANDLER_PREFIX, "missing-topic handlers are receiving links")
+        path = handler_path(address)
+        self._check(state, Permission.REGISTER_HANDLER)
+        handler = self.control.register_handler(link, state, path)
+        link._sg = handler
+        state.links.add(handler)
+        accept_attach(link)
+
+    def _open_consumer(self, link: Link, state: ConnectionState, *, consult_handlers: bool = True) -> None:
         source = read_terminus(link.remote_source)
         if not source.present:
             self._open_lookup(link, state)
             return
+        address = source.address or ""
+        if address.startswith(CONTROL_PREFIX):
+            self._open_handler(link, state, address)
+            return
         filters = read_filters(source.filters)
-        if not source.dynamic and source.address and kind_from_capabilities(source.capabilities) != QUEUE:
-            if "fetch" in source.capabilities:
-                self._open_fetch(link, state, source.address)
+        if not source.dynamic and address and kind_from_capabilities(source.capabilities) != QUEUE:
+            fetch = "fetch" in source.capabilities
+            selector = _topic_selector(fetch_selector if fetch else selector_address, address)
+            if consult_handlers and self._hold_if_missing(link, state, source, selector, fetch):
                 return
-            selector = _topic_selector(selector_address, source.address)
+            if fetch:
+                self._open_fetch(link, state, selector)
+                return
             if selector is not None:
                 self._open_selector_consumer(link, state, source, selector, filters)
                 return
         if source.dynamic:
             node = self._create_temporary(source)
-        elif not source.address:
+        elif not address:
             raise Refused(INVALID_FIELD, "a source address is required")
         else:
-            node = self.router.node_for(self.router.decide(source.address, kind_from_capabilities(source.capabilities)))
+            decision = self.router.decide(address, kind_from_capabilities(source.capabilities))
+            if decision.kind == TOPIC:
+                self._check(state, Permission.SELECT_TOPIC, address)
+            self._check_node(state, Permission.READ_TOPIC, decision)
+            node = self.router.node_for(decision)
             self._watch_node(node)
         matcher = _compile(filters.selector)
         if isinstance(node, Topic):
@@ -373,6 +487,53 @@ class Broker:
         link._sg = outbound
         state.links.add(outbound)
         accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local)
+
+    def _hold_if_missing(
+        self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector | None, fetch: bool
+    ) -> bool:
+        """A subscribe or fetch that selects no topic: notify the missing-topic handlers and hold the attach
+        until they answer (design §3). Returns False when the attach goes ahead now."""
+        address = source.address or ""
+        if selector is None:  # a plain topic path
+            if address.startswith("$") or address in self.router.nodes or not is_valid_path(address):
+                return False  # "$..." names server nodes (temporary, management, control), never topic paths
+            if (kind_from_capabilities(source.capabilities) or self.settings.default_node_type) != TOPIC:
+                return False
+            selector = fetch_selector(">" + address)
+        elif self.router.topics.selects_any(selector):
+            return False
+        self._check(state, Permission.SELECT_TOPIC, selector.prefix)
+        request = FETCH if fetch else SUBSCRIBE
+        held = self.control.hold(
+            link,
+            state,
+            selector,
+            request,
+            resume=lambda: self._resume_held(link, state),
+            cancel=lambda path: self._cancel_held(link, state, selector, request, path),
+        )
+        if held is None:
+            return False
+        link._sg = held
+        state.links.add(held)
+        return True
+
+    def _release_held(self, link: Link, state: ConnectionState) -> None:
+        held = getattr(link, "_sg", None)
+        if isinstance(held, HeldAttach):
+            state.links.discard(held)
+        link._sg = None
+
+    def _resume_held(self, link: Link, state: ConnectionState) -> None:
+        self._release_held(link, state)
+        if not state.closed:
+            self._attach(link, state, consult_handlers=False)
+
+    def _cancel_held(self, link: Link, state: ConnectionState, selector: Selector, request: str, path: str) -> None:
+        self._release_held(link, state)
+        description = f"no topic matches {selector.expression!r}: the missing-topic handler on {path!r} cancelled"
+        log.info("refused %s %r from %s: %s", request, link.name, state.container_id, description)
+        refuse_attach(link, NOT_FOUND, description)
 
     def _subscribe(
         self,
@@ -402,29 +563,39 @@ class Broker:
         sub.queue.add_consumer(outbound)
         return outbound
 
+    def _readable(self, state: ConnectionState) -> Callable[[str], bool]:
+        """Which topics a selector subscription or fetch of this connection may read (READ_TOPIC)."""
+        user = state.user
+        return lambda path: self.policy.allows(user, Permission.READ_TOPIC, path)
+
     def _open_selector_consumer(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Any, filters: FilterRequest
     ) -> None:
-        """A consumer whose address is a topic selector: every matching topic, also those created later."""
+        """A consumer whose address is a topic selector: every matching topic it may read, also those created
+        later."""
         if source.durable >= 1:
             raise Refused(NOT_IMPLEMENTED, "durable subscriptions to a topic selector are not supported")
+        self._check(state, Permission.SELECT_TOPIC, selector.prefix)
         matcher = _compile(filters.selector)
         no_local_id = state.container_id if filters.no_local else None
         queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
         self.watch_schedule(queue)
         accepts = subscription_filter(self.router.last_seq, no_local_id, matcher)
         outbound = Outbound(link, state, queue)
-        outbound.selector_sub = self.router.topics.subscribe(selector, queue, accepts)
+        outbound.selector_sub = self.router.topics.subscribe(selector, queue, accepts, self._readable(state))
         queue.add_consumer(outbound)
         link._sg = outbound
         state.links.add(outbound)
         accept_consumer(link, None, filters.selector, filters.no_local)
 
-    def _open_fetch(self, link: Link, state: ConnectionState, address: str) -> None:
+    def _open_fetch(self, link: Link, state: ConnectionState, selector: Selector) -> None:
         """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""
-        selector = _topic_selector(fetch_selector, address)
+        self._check(state, Permission.SELECT_TOPIC, selector.prefix)
+        readable = self._readable(state)
         outbound = Outbound(link, state, Queue(f"fetch#{state.container_id}/{link.name}", durable=False))
-        outbound.fetch = deque(t.current for t in self.router.topics.select(selector) if t.current is not None)
+        outbound.fetch = deque(
+            t.current for t in self.router.topics.select(selector) if t.current is not None and readable(t.name)
+        )
         link._sg = outbound
         state.links.add(outbound)
         accept_consumer(link, None, None, False)
@@ -470,12 +641,28 @@ class Broker:
         return node
 
     def _delete_temporary(self, name: str) -> None:
-        node = self.router.nodes.pop(name, None)
-        if node is None:
-            return
-        if isinstance(node, Topic):
-            self.router.topics.removed(node)
-        log.info("deleting temporary %s %r", node.kind, name)
+        node = self.router.nodes.get(name)
+        if node is not None:
+            self._delete_node(node, f"temporary destination {name!r} was deleted")
+
+    def remove_branch(self, branch: str) -> list[str]:
+        """Remove every topic at and below ``branch`` (remove-with-session, management DELETE)."""
+        return self.remove_topics(self.router.topics.branch(branch))
+
+    def remove_topics(self, topics: list[Topic]) -> list[str]:
+        """Remove topics. Consumers of plain-path subscriptions on them are closed with amqp:resource-deleted
+        and those subscriptions deleted; selector subscriptions stay (a topic created again matches them)."""
+        for topic in topics:
+            self._delete_node(topic, f"topic {topic.name!r} was removed")
+            for sub in self.subscriptions.named():
+                if sub.topic is topic:
+                    self.subscriptions.delete(sub)
+        return [topic.name for topic in topics]
+
+    def _delete_node(self, node: Queue | Topic, reason: str) -> None:
+        """Take a node out of service: the links that use it are closed with amqp:resource-deleted and its
+        messages dropped. A topic leaves the tree first, so only its own subscriptions' queues remain on it."""
+        self.router.remove(node)
         queues = {id(node): node} if isinstance(node, Queue) else {id(q): q for q in node.subscriptions}
         for state in list(self.connections):
             for link_state in list(state.links):
@@ -483,15 +670,11 @@ class Broker:
                     isinstance(link_state, Inbound) and link_state.node is node
                 )
                 if uses and not link_state.closed:
-                    self._close_link(
-                        link_state, Condition(RESOURCE_DELETED, f"temporary destination {name!r} was deleted")
-                    )
+                    self._close_link(link_state, Condition(RESOURCE_DELETED, reason))
         for queue in queues.values():
             queue.purge()
 
-    def _close_link(
-        self, link_state: Inbound | Outbound | Lookup | CoordinatorLink, condition: Condition | None = None
-    ) -> None:
+    def _close_link(self, link_state: LinkState, condition: Condition | None = None) -> None:
         """The server ends a link (detach closed=true, with ``condition`` when given); the peer's answering
         detach then only frees it (``_link_ended``)."""
         self._end_link(link_state, abrupt=False, closed=True)
@@ -529,9 +712,7 @@ class Broker:
         # subscription under the same name on the same session (proton would refuse "link name already attached").
         link.free()
 
-    def _end_link(
-        self, link_state: Inbound | Outbound | Lookup | CoordinatorLink, *, abrupt: bool, closed: bool
-    ) -> None:
+    def _end_link(self, link_state: LinkState, *, abrupt: bool, closed: bool) -> None:
         if link_state.closed:
             return
         link_state.closed = True
@@ -543,6 +724,12 @@ class Broker:
             self.transacting.coordinator_ended(link_state)
         elif isinstance(link_state, Outbound):
             self._end_consumer(link_state, abrupt=abrupt, closed=closed)
+        elif isinstance(link_state, RemovalLink):
+            self.control.removal_ended(link_state)
+        elif isinstance(link_state, HandlerLink):
+            self.control.handler_ended(link_state)
+        elif isinstance(link_state, HeldAttach):
+            self.control.held_ended(link_state)
         if owns is not None:
             self._delete_temporary(owns)
 
@@ -569,6 +756,9 @@ class Broker:
     def on_link_flow(self, event: Any) -> None:
         link = event.link
         out = getattr(link, "_sg", None)
+        if isinstance(out, HandlerLink) and not out.closed:
+            self.control.handler_flow(out)
+            return
         if not isinstance(out, Outbound) or out.closed:
             return
         out.credit = link.credit
@@ -601,6 +791,12 @@ class Broker:
             self.transacting.control(link_state, delivery)
         elif isinstance(link_state, Outbound):
             self._settled_by_consumer(link_state, delivery)
+        elif isinstance(link_state, HandlerLink):
+            self.control.handler_settled(link_state, delivery)
+        elif isinstance(link_state, RemovalLink) and delivery.readable and not delivery.partial:
+            link_state.link.recv(delivery.pending)
+            link_state.link.advance()
+            reject(delivery, NOT_ALLOWED, "a remove-with-session registration link carries no messages")
 
     def _receive(self, inbound: Inbound, delivery: Delivery) -> None:
         if not delivery.readable:
@@ -627,7 +823,7 @@ class Broker:
         try:
             txn = self.transacting.transaction_of(delivery)
             env = codec.scan(raw)
-            node = inbound.node or self._relay_node(env)
+            node = inbound.node or self._relay_node(env, inbound.conn)
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
             inbound.top_up()
@@ -658,7 +854,10 @@ class Broker:
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
             return
-        response = management.handle(request, self.subscriptions)
+        if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
+            response = self.topic_admin.handle(request)
+        else:
+            response = management.handle(request, self.subscriptions)
         log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
@@ -669,11 +868,13 @@ class Broker:
         reply = management.encode_response(request, response)
         self._route(node, self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS).message)
 
-    def _relay_node(self, env: codec.Envelope) -> Queue | Topic:
+    def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
             raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
         kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest")) if env.annotations else None
-        node = self.router.node_for(self.router.decide(env.to, kind))
+        decision = self.router.decide(env.to, kind)
+        self._check_node(state, Permission.UPDATE_TOPIC, decision)
+        node = self.router.node_for(decision)
         self._watch_node(node)
         return node
 

@@ -24,7 +24,7 @@ class ConnectionState:
         self.connection = connection
         self.container_id = container_id
         self.user = user
-        self.links: set[Inbound | Outbound | Lookup | CoordinatorLink] = set()
+        self.links: set[Any] = set()  # the link states of gateway.links and gateway.topic_control
         self.closed = False
         self.peer = peer
         self.counted = False

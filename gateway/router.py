@@ -135,6 +135,17 @@ class Router:
         log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
         return node
 
+    def remove(self, node: Node) -> None:
+        """Forget a node: out of the registry and the topic tree; a durable one's row leaves the store too
+        (its journaled messages stay until retention)."""
+        if self.nodes.get(node.name) is node:
+            del self.nodes[node.name]
+        if isinstance(node, Topic):
+            self.topics.removed(node)
+        if node.durable:
+            self.writer.submit_drop_node(node.name)
+        log.info("removed %s%s %r", "" if node.durable else "temporary ", node.kind, node.name)
+
     def new_cursor(self, owner_kind: str, owner: str, address: str) -> JournalCursor:
         self._next_cursor_id += 1
         low_water = self._next_seq  # nothing before now belongs to a new cursor

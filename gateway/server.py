@@ -20,6 +20,7 @@ from gateway.auth import Authenticator
 from gateway.broker import Broker
 from gateway.io import ServerIO
 from gateway.nodes import Message, Topic
+from gateway.policy import PolicyLoader
 from gateway.router import Router
 from gateway.selection import compile_selector
 from gateway.settings import Settings
@@ -140,7 +141,12 @@ class Server:
             self.broker._watch_node(node)
         for sub in self.subscriptions.named():
             self.broker.watch_schedule(sub.queue)
-        self.auth = Authenticator(self.sessions, self.injector, settings.allow_anonymous)
+        self.policy_loader = PolicyLoader(self.sessions, self.injector)
+        self.auth = Authenticator(
+            self.sessions, self.injector, settings.allow_anonymous, self.policy_loader.publish_now
+        )
+        self.broker.policy = self.policy_loader.load_now()
+        self.broker.on_policy_refresh = self.policy_loader.refresh
         self.io = ServerIO(
             self.container,
             authenticate=self.auth.submit,
@@ -195,6 +201,7 @@ class Server:
         finally:
             self.writer.close()
             self.auth.close()
+            self.policy_loader.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0

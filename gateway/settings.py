@@ -21,3 +21,6 @@ class Settings:
     journal_non_persistent: bool = False  # journal messages without header.durable too
     max_connections: int = 10000
     expiry_sweep_interval: float = 1.0
+    reconnect_timeout: float = 60.0  # seconds a lost connection keeps its remove-with-session registrations
+    missing_topic_timeout: float = 10.0  # seconds a subscribe/fetch waits for silent missing-topic handlers
+    policy_refresh_interval: float = 2.0  # seconds between re-reads of principals, roles and grants

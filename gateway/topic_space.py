@@ -44,17 +44,31 @@ def fetch_selector(address: str) -> Selector:
     return parse_selector(address)
 
 
+Readable = Callable[[str], bool]
+
+
 class SelectorSubscription:
-    """A private queue fed by every topic a selector matches."""
+    """A private queue fed by every topic a selector matches and ``readable`` lets through (READ_TOPIC)."""
 
-    __slots__ = ("key", "selector", "queue", "accepts", "topics")
+    __slots__ = ("key", "selector", "queue", "accepts", "readable", "topics")
 
-    def __init__(self, key: int, selector: Selector, queue: Queue, accepts: Callable[[Message], bool]) -> None:
+    def __init__(
+        self,
+        key: int,
+        selector: Selector,
+        queue: Queue,
+        accepts: Callable[[Message], bool],
+        readable: Readable | None = None,
+    ) -> None:
         self.key = key
         self.selector = selector
         self.queue = queue
         self.accepts = accepts
+        self.readable = readable
         self.topics: list[Topic] = []
+
+    def takes(self, topic: Topic) -> bool:
+        return self.readable is None or self.readable(topic.name)
 
 
 class TopicSpace:
@@ -71,28 +85,44 @@ class TopicSpace:
         self.tree.add(topic.name, topic)
         for key in self.index.matching(topic.name):
             sub = self.subscriptions[key]
-            topic.subscribe(sub.queue, sub.accepts)
-            sub.topics.append(topic)
+            if sub.takes(topic):
+                topic.subscribe(sub.queue, sub.accepts)
+                sub.topics.append(topic)
 
     def removed(self, topic: Topic) -> None:
-        if topic.name in self.tree:
+        """A topic node is gone: out of the tree, and no selector subscription is fed by it any more (they stay,
+        and get the topic again if it is created anew)."""
+        if topic.name in self.tree and self.tree.get(topic.name) is topic:
             self.tree.remove(topic.name)
         for sub in self.subscriptions.values():
             if topic in sub.topics:
                 sub.topics.remove(topic)
+                topic.unsubscribe(sub.queue)
 
     def select(self, selector: Selector) -> list[Topic]:
         """The topics a selector matches now (walking the tree from the selector's prefix)."""
         return [topic for _, topic in self.tree.select_items(selector) if topic is not None]
 
-    def subscribe(self, selector: Selector, queue: Queue, accepts: Callable[[Message], bool]) -> SelectorSubscription:
+    def selects_any(self, selector: Selector) -> bool:
+        """Whether a selector matches at least one topic now (stops at the first)."""
+        return any(topic is not None for _, topic in self.tree.select_items(selector))
+
+    def branch(self, path: str) -> list[Topic]:
+        """The topics at and below ``path``."""
+        topics = (self.tree.get(p) for p in self.tree.paths(path))
+        return [topic for topic in topics if topic is not None]
+
+    def subscribe(
+        self, selector: Selector, queue: Queue, accepts: Callable[[Message], bool], readable: Readable | None = None
+    ) -> SelectorSubscription:
         self._next += 1
-        sub = SelectorSubscription(self._next, selector, queue, accepts)
+        sub = SelectorSubscription(self._next, selector, queue, accepts, readable)
         self.subscriptions[sub.key] = sub
         self.index.add(selector, sub.key)
         for topic in self.select(selector):
-            topic.subscribe(queue, accepts)
-            sub.topics.append(topic)
+            if sub.takes(topic):
+                topic.subscribe(queue, accepts)
+                sub.topics.append(topic)
         return sub
 
     def unsubscribe(self, sub: SelectorSubscription) -> None:

@@ -89,6 +89,10 @@ class JournalWriter:
     def submit_node(self, node_id: int, name: str, kind: str, durable: bool, auto_created: bool) -> None:
         self._queue.put(("node", node_id, name, kind, durable, auto_created))
 
+    def submit_drop_node(self, name: str) -> None:
+        """A removed topic (or queue): its row goes, so it is not restored at the next start."""
+        self._queue.put(("drop_node", name))
+
     def submit_cursor(self, cursor_id: int, owner_kind: str, owner: str, address: str, low_water: int) -> None:
         self._queue.put(("cursor", cursor_id, owner_kind, owner, address, low_water))
 
@@ -242,6 +246,8 @@ def _apply_structural(conn: Any, item: tuple[Any, ...]) -> None:
                 id=node_id, name=name, kind=node_kind, durable=durable, auto_created=auto_created, created_at=now
             )
         )
+    elif kind == "drop_node":
+        conn.execute(delete(_NODES).where(_NODES.c.name == item[1]))
     elif kind == "cursor":
         _, cursor_id, owner_kind, owner, address, low_water = item
         conn.execute(

@@ -70,7 +70,7 @@ def delete_subscription(session: Session, record: SubscriptionRecord) -> None:
     stored_cursor = session.scalar(select(Subscription.cursor_id).where(Subscription.id == record.id))
     session.execute(delete(Subscription).where(Subscription.id == record.id))
     for cursor_id in {c for c in (stored_cursor, record.cursor_id) if c is not None}:
-        _delete_cursor(session, cursor_id)
+        delete_cursor(session, cursor_id)
 
 
 def reset_runtime(session: Session) -> int:
@@ -83,7 +83,7 @@ def reset_runtime(session: Session) -> int:
     if volatile:
         session.execute(delete(Subscription).where(Subscription.id.in_([row.id for row in volatile])))
         for cursor_id in {row.cursor_id for row in volatile if row.cursor_id is not None}:
-            _delete_cursor(session, cursor_id)
+            delete_cursor(session, cursor_id)
     session.execute(update(Subscription).where(Subscription.consumers != 0).values(consumers=0))
     return len(volatile)
 
@@ -117,7 +117,7 @@ def _owner_is(client_id: str | None) -> ColumnElement[bool]:
     return Subscription.client_id.is_(None) if client_id is None else Subscription.client_id == client_id
 
 
-def _delete_cursor(session: Session, cursor_id: int) -> None:
+def delete_cursor(session: Session, cursor_id: int) -> None:
     session.execute(delete(Ack).where(Ack.cursor_id == cursor_id))
     session.execute(delete(DeliveryFailure).where(DeliveryFailure.cursor_id == cursor_id))
     session.execute(delete(AckCursor).where(AckCursor.id == cursor_id))

@@ -5,12 +5,13 @@ identifies a handler to the caller (its link). Deciding *whether* a notification
 fan-out conditions) is the caller's; this module only says *who* is notified.
 
 Rules (seed 000, design §3 "Missing-topic handler"):
-1. A handler registers against a branch: a topic path (not the root), covering it and everything below it.
-   Several handlers may register on one path; one handler may register on several paths.
+1. A handler registers against a branch: a topic path, or the root (``""``), covering it and everything below
+   it. Several handlers may register on one path; one handler may register on several paths.
 2. For a selector with path prefix ``P`` the notified paths are:
-   a. the *covering* path: the most specific registered path that is ``P`` or an ancestor of ``P``. Every topic
-      the selector can select lies in its branch; registered paths above it are less specific and are not
-      notified ("the handler for the most specific topic path is notified");
+   a. the *covering* path: the most specific registered path that is ``P`` or an ancestor of ``P`` (the root
+      when nothing more specific is registered). Every topic the selector can select lies in its branch;
+      registered paths above it are less specific and are not notified ("the handler for the most specific
+      topic path is notified");
    b. each registered path strictly below ``P`` whose branch the selector may reach
       (``Selector.may_select_within``: exact for path and split-path selectors, prefix-only for full-path ones,
       seed 000). A topic there would belong to that more specific branch, so its handler must hear of it.
@@ -36,6 +37,7 @@ from topics.selectors import Selector, SelectorSet, as_selector
 from topics.tree import TopicTree
 
 H = TypeVar("H", bound=Hashable)
+ROOT = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class MissingTopicHandlers(Generic[H]):
     def __init__(self) -> None:
         # Per path, the handlers in rotation order: a dict used as an ordered set (first = next to notify).
         self._tree: TopicTree[dict[H, None]] = TopicTree()
+        self._root: dict[H, None] = {}  # handlers on the root ("")
         self._paths_of: dict[H, set[str]] = {}
 
     def register(self, path: str, handler: H) -> bool:
@@ -60,8 +63,9 @@ class MissingTopicHandlers(Generic[H]):
         Raises:
             TopicPathError: the path is not a valid topic path.
         """
-        split_path(path)
-        self._tree.add(path, {})
+        if path != ROOT:
+            split_path(path)
+            self._tree.add(path, {})
         ring = self._ring(path)
         if handler in ring:
             return False
@@ -79,7 +83,7 @@ class MissingTopicHandlers(Generic[H]):
             del self._paths_of[handler]
         ring = self._ring(path)
         del ring[handler]
-        if not ring:
+        if not ring and path != ROOT:
             self._tree.remove(path)
         return True
 
@@ -92,11 +96,11 @@ class MissingTopicHandlers(Generic[H]):
 
     def handlers(self, path: str) -> tuple[H, ...]:
         """The handlers on exactly ``path``, next to be notified first."""
-        return tuple(self._ring(path)) if path in self._tree else ()
+        return tuple(self._ring(path)) if path == ROOT or path in self._tree else ()
 
     def paths(self) -> list[str]:
-        """Every path with at least one handler."""
-        return list(self._tree.paths())
+        """Every path with at least one handler (the root as ``""``, first)."""
+        return ([ROOT] if self._root else []) + list(self._tree.paths())
 
     def candidates(self, selector: Selector | str) -> list[str]:
         """The paths a notification for ``selector`` goes to (rule 2): covering path first, then those below."""
@@ -104,9 +108,11 @@ class MissingTopicHandlers(Generic[H]):
         if isinstance(parsed, SelectorSet):
             return list(dict.fromkeys(path for member in parsed.members for path in self.candidates(member)))
         prefix = parsed.prefix
-        chosen = [] if prefix == "" else [self._tree.closest(prefix)]
+        covering = self._tree.closest(prefix) if prefix != ROOT else None
+        if covering is None and self._root:
+            covering = ROOT
         below = (path for path in self._tree.paths(prefix) if path != prefix and parsed.may_select_within(path))
-        return [path for path in chosen if path is not None] + list(below)
+        return ([] if covering is None else [covering]) + list(below)
 
     def choose(self, selector: Selector | str) -> list[Notification[H]]:
         """One handler per notified path (rules 2 and 3), advancing each path's rotation."""
@@ -120,6 +126,8 @@ class MissingTopicHandlers(Generic[H]):
         return handler
 
     def _ring(self, path: str) -> dict[H, None]:
+        if path == ROOT:
+            return self._root
         ring = self._tree.get(path)
         assert ring is not None  # every handler path is stored with a ring
         return ring

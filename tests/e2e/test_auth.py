@@ -29,8 +29,15 @@ def subgate(tmp_path: Path, *args: str) -> str:
 
 
 def add_alice(tmp_path: Path, store_url: str) -> None:
+    """The user alice, an administrator (once a user exists only grants count: docs/permissions.md)."""
     subgate(tmp_path, "db", "upgrade", "--store", store_url)
     subgate(tmp_path, "users", "add", "alice", "--password", "s3cret", "--store", store_url)
+    subgate(tmp_path, "roles", "assign", "admin", "alice", "--store", store_url)
+
+
+def grant_anonymous_everything(tmp_path: Path, store_url: str) -> None:
+    for permission in ("SELECT_TOPIC", "READ_TOPIC", "UPDATE_TOPIC", "MODIFY_TOPIC"):
+        subgate(tmp_path, "grants", "add", permission, "--user", "anonymous", "--store", store_url)
 
 
 def sasl_outcome(server: SubgateProcess, mechanism: str, response: bytes) -> int:
@@ -92,6 +99,8 @@ POLICIES = [
 def test_anonymous_policy(make_server, store_url, tmp_path, users, flags, anonymous):
     if users:
         add_alice(tmp_path, store_url)
+        if anonymous:  # allowed in, but with users only grants count: the operator grants it what it may do
+            grant_anonymous_everything(tmp_path, store_url)
     server = make_server(store_url, *flags)
     # SASL ANONYMOUS
     assert sasl_outcome(server, "ANONYMOUS", b"") == (SASL_OK if anonymous else SASL_AUTH)
@@ -112,6 +121,7 @@ def test_users_added_and_removed_while_running_change_the_default_policy(make_se
     server = make_server(store_url)
     with Bystander(server) as early, Bystander(server, sasl_enabled=False) as early_no_sasl:
         subgate(tmp_path, "users", "add", "alice", "--password", "s3cret", "--store", store_url)
+        subgate(tmp_path, "roles", "assign", "admin", "alice", "--store", store_url)
         # The first check after the change is the no-SASL one: it used to answer from a cached "no users yet".
         assert answer_to_plain_amqp_header(server) == SASL_HEADER
         assert sasl_outcome(server, "ANONYMOUS", b"") == SASL_AUTH

@@ -229,6 +229,8 @@ def test_a_wrong_password_fails_while_other_connections_keep_working(make_server
     assert run_subgate("db", "upgrade", "--store", sqlite_url, cwd=tmp_path).returncode == 0
     added = run_subgate("users", "add", "alice", "--password", "s3cret", "--store", sqlite_url, cwd=tmp_path)
     assert added.returncode == 0, added.stderr
+    assigned = run_subgate("roles", "assign", "admin", "alice", "--store", sqlite_url, cwd=tmp_path)
+    assert assigned.returncode == 0, assigned.stderr  # once a user exists, only grants count
     server = make_server(sqlite_url)
     alice = {"user": "alice", "password": "s3cret"}
     backlog = ("kept", preload(server, "kept", 5, **alice))

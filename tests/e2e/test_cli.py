@@ -255,7 +255,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-@pytest.mark.parametrize("package", ["mapping"])  # topics/ joins this list when the topic-tree engine lands
+@pytest.mark.parametrize("package", ["mapping", "topics"])
 def test_pure_rule_packages_load_neither_proton_nor_sqlalchemy(package):
     result = subprocess.run(
         [sys.executable, "-c", IMPORT_EVERYTHING, package], cwd=REPO, capture_output=True, text=True, timeout=60

@@ -652,6 +652,9 @@ def test_online_with_credentials(make_server, sqlite_url, tmp_path):
     assert run_subgate("db", "upgrade", "--store", sqlite_url, cwd=tmp_path).returncode == 0
     added = run_subgate("users", "add", "admin", "--store", sqlite_url, cwd=tmp_path, stdin="s3cret\n")
     assert added.returncode == 0, added.stderr
+    # Management needs CONTROL_SERVER once a user exists (docs/permissions.md): the built-in admin role has it.
+    assigned = run_subgate("roles", "assign", "admin", "admin", "--store", sqlite_url, cwd=tmp_path)
+    assert assigned.returncode == 0, assigned.stderr
     server = make_server(sqlite_url)
 
     anonymous = online(server, "subscriptions", "list")

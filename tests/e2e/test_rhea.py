@@ -355,6 +355,7 @@ def user_server(make_server, sqlite_url):
     subgate_cli("db", "upgrade", "--store", sqlite_url)
     out = subgate_cli("users", "add", "alice", "--password", "s3cret pass", "--store", sqlite_url)
     assert "added user 'alice'" in out.stdout
+    subgate_cli("roles", "assign", "admin", "alice", "--store", sqlite_url)  # once a user exists, only grants count
     return make_server(sqlite_url)
 
 

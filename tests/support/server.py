@@ -121,7 +121,9 @@ class SubgateProcess:
 
 
 @contextmanager
-def module_server(request: Any, tmp_path_factory: Any, label: str, store: str = "sqlite") -> Iterator[SubgateProcess]:
+def module_server(
+    request: Any, tmp_path_factory: Any, label: str, store: str = "sqlite", extra: tuple[str, ...] = ()
+) -> Iterator[SubgateProcess]:
     """A server shared by a test module, on a fresh SQLite file or a fresh database of the session's throwaway
     PostgreSQL cluster; stopped (and the database dropped) at the end."""
     workdir = tmp_path_factory.mktemp(f"{label}-{store}")
@@ -134,7 +136,7 @@ def module_server(request: Any, tmp_path_factory: Any, label: str, store: str = 
         cluster = request.getfixturevalue("postgres_cluster")
         database = unique_database_name(label.replace("-", "_"))
         url = cluster.create_database(database)
-    server = SubgateProcess(url, workdir).start()
+    server = SubgateProcess(url, workdir, *extra).start()
     try:
         yield server
     finally:

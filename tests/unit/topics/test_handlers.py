@@ -112,7 +112,35 @@ def test_a_handler_on_several_paths(handlers):
     assert handlers.choose(">A/B/x") == [Notification("A/B", "ab")]
 
 
-@pytest.mark.parametrize("path", ["", "/A", "A/"])
+@pytest.mark.parametrize("path", ["/A", "A/", "A//B"])
 def test_invalid_path(handlers, path):
     with pytest.raises(TopicPathError):
         handlers.register(path, "h")
+
+
+@pytest.mark.parametrize(
+    ("expression", "paths"),
+    [
+        (">A/D", ["A"]),  # seed 000: the handler on A, not the one on the root
+        (">Q/R", [""]),  # nothing more specific: the root
+        ("?Q/.*", [""]),
+        ("*.*", ["", "A", "A/B", "A/B/C", "A/X", "Z"]),
+        ("#>Q////>A/B/1", ["", "A/B"]),
+    ],
+)
+def test_a_handler_on_the_root_covers_what_nothing_more_specific_does(handlers, expression, paths):
+    handlers.register("", "root")
+    assert handlers.candidates(expression) == paths
+    assert "" in handlers.paths() and handlers.paths()[0] == ""
+
+
+def test_root_handlers_rotate_and_deregister():
+    registry: MissingTopicHandlers[str] = MissingTopicHandlers()
+    assert registry.register("", "r1") and registry.register("", "r2")
+    assert not registry.register("", "r1")
+    assert [n.handler for n in registry.choose(">x")] == ["r1"]
+    assert [n.handler for n in registry.choose(">x")] == ["r2"]
+    assert registry.handlers("") == ("r1", "r2")
+    assert registry.deregister_all("r1") == [""]
+    assert registry.deregister("", "r2")
+    assert registry.paths() == [] and registry.handlers("") == () and registry.candidates(">x") == []

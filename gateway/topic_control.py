@@ -1,0 +1,333 @@
+"""The topic tree's control links: remove-with-session registrations and missing-topic handlers.
+
+Owns, on the reactor thread, the two control contracts of design.md §3 (seeds 000 and 001):
+
+* ``$subgate/remove-with-session/<branch>``: a client's *sending* link to this target is a registration
+  (``RemovalLink``). The rules are ``topics.RemovalRegistry``'s; this module feeds it link and connection ends,
+  runs the reconnection-grace timers of lost connections and asks the broker to remove the branches it returns.
+* ``$subgate/missing-topic/<branch>``: a client's *receiving* link from this source registers a handler
+  (``HandlerLink``). A subscribe or fetch whose selector selects no topic is held (``HeldAttach``) while the
+  handlers ``topics.MissingTopicHandlers`` chooses decide: each gets one notification message and answers by
+  settling it (``accepted`` = proceed, ``rejected`` = cancel). When the last one has answered, or its link is
+  gone, or the timeout passes, the attach resumes; any cancel refuses it with ``amqp:not-found``.
+
+It removes no topic and opens no consumer itself: the broker hands in ``remove_branch`` and each held attach
+carries its own ``resume``/``cancel`` callbacks. Time comes from ``clock`` (monotonic seconds) and timers from
+``schedule``, so the rules stay testable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from proton import Delivery, Link
+from proton import Message as ProtonMessage
+
+from mapping.errors import INVALID_FIELD, Refused
+from topics import MissingTopicHandlers, Registration, RemovalRegistry, Selector, TopicsError, validate_path
+
+log = logging.getLogger("subgate.topic_control")
+
+REMOVAL_PREFIX = "$subgate/remove-with-session/"
+HANDLER_PREFIX = "$subgate/missing-topic/"
+CONTROL_PREFIX = "$subgate/"
+
+SUBSCRIBE = "subscribe"
+FETCH = "fetch"
+
+
+def control_branch(address: str, prefix: str) -> str:
+    """The branch path a control address names.
+
+    Raises:
+        Refused: amqp:invalid-field when the rest of the address is not a valid topic path.
+    """
+    branch = address[len(prefix) :]
+    try:
+        return validate_path(branch)
+    except TopicsError as exc:
+        raise Refused(INVALID_FIELD, f"{prefix}<branch>: {exc}") from None
+
+
+def handler_path(address: str) -> str:
+    """The branch a missing-topic handler address names; ``$subgate/missing-topic`` (or ``.../``) is the root.
+
+    Raises:
+        Refused: amqp:invalid-field for an invalid path.
+    """
+    if address in (HANDLER_PREFIX, HANDLER_PREFIX.rstrip("/")):
+        return ""
+    return control_branch(address, HANDLER_PREFIX)
+
+
+class RemovalLink:
+    """A remove-with-session registration: the client's open sending link to ``$subgate/remove-with-session/..``."""
+
+    __slots__ = ("link", "conn", "registration", "closed", "owns")
+
+    def __init__(self, link: Link, conn: Any, registration: Registration[Any]) -> None:
+        self.link = link
+        self.conn = conn
+        self.registration = registration
+        self.closed = False
+        self.owns: str | None = None
+
+
+class Notice:
+    """One notification sent (or waiting to be sent) to one handler on behalf of one held attach."""
+
+    __slots__ = ("held", "handler", "path", "answered")
+
+    def __init__(self, held: HeldAttach, handler: HandlerLink, path: str) -> None:
+        self.held = held
+        self.handler = handler
+        self.path = path
+        self.answered = False
+
+
+class HandlerLink:
+    """A missing-topic handler: the client's receiving link from ``$subgate/missing-topic/<path>``."""
+
+    __slots__ = ("link", "conn", "path", "closed", "owns", "waiting", "unsettled", "_tag")
+
+    def __init__(self, link: Link, conn: Any, path: str) -> None:
+        self.link = link
+        self.conn = conn
+        self.path = path
+        self.closed = False
+        self.owns: str | None = None
+        self.waiting: deque[Notice] = deque()  # notifications waiting for credit
+        self.unsettled: dict[str, Notice] = {}
+        self._tag = 0
+
+    def send(self, notice: Notice, body: bytes) -> None:
+        self._tag += 1
+        tag = f"n{self._tag}"
+        self.link.delivery(tag)
+        self.link.send(body)
+        self.link.advance()
+        self.unsettled[tag] = notice
+
+
+class HeldAttach:
+    """A subscribe or fetch attach waiting for the handlers it notified."""
+
+    __slots__ = ("link", "conn", "selector", "request", "outstanding", "cancelled_by", "done", "closed", "owns")
+
+    def __init__(self, link: Link, conn: Any, selector: str, request: str) -> None:
+        self.link = link
+        self.conn = conn
+        self.selector = selector
+        self.request = request
+        self.outstanding: list[Notice] = []
+        self.cancelled_by: str | None = None  # the handler path that answered cancel
+        self.done = False
+        self.closed = False  # the client detached before an answer
+        self.owns: str | None = None
+
+
+class TopicControl:
+    """Remove-with-session registrations and missing-topic handlers of one server (module docstring)."""
+
+    def __init__(
+        self,
+        server_name: str,
+        reconnect_timeout: float,
+        handler_timeout: float,
+        schedule: Callable[[float, Callable[[], None]], None],
+        remove_branch: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.server_name = server_name
+        self.reconnect_timeout = reconnect_timeout
+        self.handler_timeout = handler_timeout
+        self._schedule = schedule
+        self._remove_branch = remove_branch
+        self._clock = clock
+        self.removals: RemovalRegistry[Any] = RemovalRegistry()
+        self.handlers: MissingTopicHandlers[HandlerLink] = MissingTopicHandlers()
+        self._resumes: dict[int, tuple[Callable[[], None], Callable[[str], None]]] = {}
+
+    # -- remove-with-session -------------------------------------------------------------------------------
+    def register_removal(self, link: Link, conn: Any, branch: str) -> RemovalLink:
+        """Register ``branch`` for removal when ``conn`` ends.
+
+        Raises:
+            Refused: amqp:precondition-failed when a registration sits strictly above or below ``branch``.
+        """
+        try:
+            registration = self.removals.register(branch, conn, conn.container_id or None, link.name)
+        except TopicsError as exc:
+            raise Refused(exc.condition, exc.description) from None
+        log.info("remove-with-session registered on %r by %r", branch, conn.container_id)
+        return RemovalLink(link, conn, registration)
+
+    def removal_ended(self, removal: RemovalLink) -> None:
+        """The registration link ended while its connection lives on: deregister, remove nothing."""
+        if self.removals.deregister(removal.registration):
+            log.info("remove-with-session deregistered on %r", removal.registration.branch)
+
+    def connection_ended(self, conn: Any, *, abrupt: bool) -> None:
+        """A connection closed (``abrupt=False``) or was lost: remove its branches now or after the grace."""
+        closure = self.removals.connection_closed(conn, self._clock(), abrupt, self.reconnect_timeout)
+        for branch in closure.remove:
+            self._removing(branch, "its last registered connection closed")
+        if closure.pending is not None:
+            delay = closure.pending.deadline - self._clock()
+            log.info(
+                "connection %r lost: removal of %s waits %.1f s for a reconnect",
+                conn.container_id,
+                ", ".join(repr(b) for b in closure.pending.branches),
+                delay,
+            )
+            self._schedule(delay, self._grace_ended)
+
+    def _grace_ended(self) -> None:
+        for branch in self.removals.due(self._clock()):
+            self._removing(branch, "the reconnection timeout of its last registered connection passed")
+
+    def _removing(self, branch: str, why: str) -> None:
+        log.info("removing topic branch %r: %s", branch, why)
+        self._remove_branch(branch)
+
+    # -- missing-topic handlers ----------------------------------------------------------------------------
+    def register_handler(self, link: Link, conn: Any, path: str) -> HandlerLink:
+        """Register a handler on ``path``.
+
+        Raises:
+            Refused: amqp:invalid-field when the link would receive notifications pre-settled (the answer is
+                the settlement).
+        """
+        if link.remote_snd_settle_mode == Link.SND_SETTLED:
+            raise Refused(INVALID_FIELD, "a missing-topic handler answers by settling: attach with unsettled sends")
+        handler = HandlerLink(link, conn, path)
+        self.handlers.register(path, handler)
+        log.info("missing-topic handler registered on %r by %r", path, conn.container_id)
+        return handler
+
+    def handler_ended(self, handler: HandlerLink) -> None:
+        """A handler's link ended: deregister it; what it has not answered counts as proceed."""
+        self.handlers.deregister(handler.path, handler)
+        pending = list(handler.unsettled.values()) + list(handler.waiting)
+        handler.unsettled.clear()
+        handler.waiting.clear()
+        for notice in pending:
+            self._answer(notice, proceed=True, why="handler gone")
+
+    def handler_flow(self, handler: HandlerLink) -> None:
+        """Credit arrived: send the notifications that were waiting for it."""
+        while handler.waiting and handler.link.credit > 0:
+            notice = handler.waiting.popleft()
+            if not notice.answered:
+                handler.send(notice, self._notification(notice))
+
+    def handler_settled(self, handler: HandlerLink, delivery: Delivery) -> None:
+        """The handler settled a notification: ``accepted`` proceeds, ``rejected`` cancels; other outcomes
+        (released, modified) say the handler did not decide, which counts as proceed."""
+        remote = delivery.remote_state
+        if not remote and not delivery.settled:
+            return
+        notice = handler.unsettled.pop(delivery.tag, None)
+        delivery.settle()
+        if notice is not None:
+            cancel = remote == Delivery.REJECTED
+            self._answer(notice, proceed=not cancel, why="rejected" if cancel else "answered")
+
+    def hold(
+        self,
+        link: Link,
+        conn: Any,
+        selector: Selector,
+        request: str,
+        resume: Callable[[], None],
+        cancel: Callable[[str], None],
+    ) -> HeldAttach | None:
+        """Notify the handlers for ``selector`` (which selected no topic) and hold the attach until they answer.
+
+        Returns None when no handler is registered for it: the attach goes ahead at once.
+        """
+        chosen = self.handlers.choose(selector)
+        if not chosen:
+            return None
+        held = HeldAttach(link, conn, selector.expression, request)
+        self._resumes[id(held)] = (resume, cancel)
+        for notification in chosen:
+            notice = Notice(held, notification.handler, notification.path)
+            held.outstanding.append(notice)
+            log.info(
+                "missing topic: %s %r by %r notifies the handler on %r",
+                request,
+                held.selector,
+                conn.container_id,
+                notification.path,
+            )
+            handler = notification.handler
+            if handler.link.credit > 0 and not handler.waiting:
+                handler.send(notice, self._notification(notice))
+            else:
+                handler.waiting.append(notice)
+        self._schedule(self.handler_timeout, lambda: self._timed_out(held))
+        return held
+
+    def held_ended(self, held: HeldAttach) -> None:
+        """The client gave up on a held attach (detached it): the answers no longer matter."""
+        held.closed = True
+        self._finish(held)
+
+    def _timed_out(self, held: HeldAttach) -> None:
+        if held.done:
+            return
+        silent = [notice.path for notice in held.outstanding if not notice.answered]
+        log.info("missing-topic handlers on %s silent for %.1f s: proceeding", silent, self.handler_timeout)
+        for notice in held.outstanding:
+            notice.answered = True
+        self._settle_held(held)
+
+    def _answer(self, notice: Notice, *, proceed: bool, why: str) -> None:
+        if notice.answered:
+            return
+        notice.answered = True
+        held = notice.held
+        log.info("missing-topic handler on %r: %s (%s)", notice.path, "proceed" if proceed else "cancel", why)
+        if not proceed and held.cancelled_by is None:
+            held.cancelled_by = notice.path
+        if all(n.answered for n in held.outstanding):
+            self._settle_held(held)
+
+    def _settle_held(self, held: HeldAttach) -> None:
+        if held.done:
+            return
+        callbacks = self._finish(held)
+        if callbacks is None or held.closed:
+            return
+        resume, cancel = callbacks
+        if held.cancelled_by is not None:
+            cancel(held.cancelled_by)
+        else:
+            resume()
+
+    def _finish(self, held: HeldAttach) -> tuple[Callable[[], None], Callable[[str], None]] | None:
+        held.done = True
+        for notice in held.outstanding:
+            notice.answered = True
+        return self._resumes.pop(id(held), None)
+
+    def _notification(self, notice: Notice) -> bytes:
+        held = notice.held
+        message = ProtonMessage(
+            id=str(uuid.uuid4()),
+            subject="missing-topic",
+            properties={
+                "selector": held.selector,
+                "session": held.conn.container_id,
+                "request": held.request,
+                "server": self.server_name,
+                "path": notice.path,
+            },
+        )
+        return bytes(message.encode())
