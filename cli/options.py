@@ -8,12 +8,16 @@ built-in default. The TOML file holds the same names as the flags (``listen = "1
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from storage.db import default_store_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
@@ -62,3 +66,22 @@ def with_store(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def resolve_store(store: str | None) -> str:
     return store or default_store_url()
+
+
+@contextmanager
+def store_sessions(store: str | None) -> Iterator[sessionmaker[Session]]:
+    """Sessions on the store at ``--store``, once its schema is at the head revision (else a click error)."""
+    from gateway.server import check_schema
+    from storage.db import make_engine, session_factory
+    from storage.errors import SchemaOutOfDate
+
+    url = resolve_store(store)
+    try:
+        check_schema(url, migrate=False)
+    except SchemaOutOfDate as exc:
+        raise click.ClickException(str(exc)) from exc
+    engine = make_engine(url)
+    try:
+        yield session_factory(engine)
+    finally:
+        engine.dispose()

@@ -16,34 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cli.options import resolve_store, with_store
+from cli.options import store_sessions, with_store
 from mapping.permissions import ADMIN_ROLE, ANONYMOUS, PRINCIPAL, ROLE, Permission, SubjectKind, parse_permission
 from topics.errors import TopicPathError
 from topics.paths import validate_path
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
-
     from storage.permissions import GrantRecord
-
-
-@contextmanager
-def _sessions(store: str | None) -> Iterator[sessionmaker[Session]]:
-    """Sessions on the store at ``--store``, once its schema is at the head revision."""
-    from gateway.server import check_schema
-    from storage.db import make_engine, session_factory
-    from storage.errors import SchemaOutOfDate
-
-    url = resolve_store(store)
-    try:
-        check_schema(url, migrate=False)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
-    engine = make_engine(url)
-    try:
-        yield session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 @contextmanager
@@ -106,7 +85,7 @@ def roles_add(store: str | None, name: str) -> None:
     """Add a role NAME (then give it grants with 'subgate grants add --role NAME')."""
     from storage.permissions import add_role
 
-    with _sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
         try:
             add_role(session, name)
         except ValueError as exc:
@@ -121,7 +100,7 @@ def roles_remove(store: str | None, name: str) -> None:
     """Remove role NAME, its grants, and every user's assignment to it."""
     from storage.permissions import remove_role
 
-    with _sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store) as sessions, sessions.begin() as session:
         removed = remove_role(session, name)
     if not removed:
         raise click.ClickException(f"no role named {name!r}")
@@ -135,7 +114,7 @@ def roles_list(store: str | None, as_json: bool) -> None:
     """List roles and the users holding them."""
     from storage.permissions import list_roles
 
-    with _sessions(store) as sessions, sessions() as session:
+    with store_sessions(store) as sessions, sessions() as session:
         records = list_roles(session)
     if as_json:
         items = [{"name": r.name, "users": list(r.principals), "created": _iso(r.created_at)} for r in records]
@@ -163,7 +142,7 @@ def roles_assign(store: str | None, role: str, user: str) -> None:
     """Give ROLE to USER."""
     from storage.permissions import assign_role
 
-    with _sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
         added = assign_role(session, role, user)
     click.echo(f"user {user!r} {'now holds' if added else 'already holds'} role {role!r}")
 
@@ -176,7 +155,7 @@ def roles_unassign(store: str | None, role: str, user: str) -> None:
     """Take ROLE away from USER."""
     from storage.permissions import unassign_role
 
-    with _sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store) as sessions, sessions.begin() as session:
         removed = unassign_role(session, role, user)
     if not removed:
         raise click.ClickException(f"user {user!r} does not hold role {role!r}")
@@ -257,7 +236,7 @@ def grants_add(
 
     kind, subject = _required_subject(role, user)
     where = _path(permission, path)
-    with _sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
         before = find_grant(session, kind, subject, permission, where)
         grant(session, kind, subject, permission, where, allow=not deny)
     verb = "denied" if deny else "allowed"
@@ -277,7 +256,7 @@ def grants_remove(
 
     kind, subject = _required_subject(role, user)
     where = _path(permission, path)
-    with _sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store) as sessions, sessions.begin() as session:
         removed = revoke(session, kind, subject, permission, where)
     if not removed:
         raise click.ClickException(f"no grant of {_describe(permission, where, kind, subject)}")
@@ -295,7 +274,7 @@ def grants_list(store: str | None, role: str | None, user: str | None, as_json: 
 
     subject = _subject(role, user)
     kind, name = subject if subject is not None else (None, None)
-    with _sessions(store) as sessions, sessions() as session:
+    with store_sessions(store) as sessions, sessions() as session:
         records = list_grants(session, kind, name)
     if as_json:
         click.echo(json.dumps([_grant_json(r) for r in records], indent=2))

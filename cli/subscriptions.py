@@ -263,8 +263,9 @@ def _selector_predicate(record: SubscriptionRecord) -> tuple[Callable[[bytes], b
 
 
 @contextmanager
-def open_backend(target: Target) -> Iterator[Backend]:
-    """The server's management node when something listens at ``target.server``, else the store."""
+def running_server(target: Target) -> Iterator[ManagementClient | None]:
+    """A management client of the server at ``target.server``, or None (said on stderr) when nothing listens
+    there, so the caller can use the store instead."""
     client = ManagementClient(
         target.host, target.port, user=target.user, password=target.password, timeout=target.timeout
     )
@@ -272,18 +273,28 @@ def open_backend(target: Target) -> Iterator[Backend]:
         client.open()
     except ServerUnreachable:
         click.echo(f"server not reachable at {target.server}; using the store {_safe(target.store)}", err=True)
+        yield None
+        return
+    except ManagementUnavailable as exc:
+        raise click.ClickException(f"cannot use the server at {target.server}: {exc}") from exc
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@contextmanager
+def open_backend(target: Target) -> Iterator[Backend]:
+    """The server's management node when something listens at ``target.server``, else the store."""
+    with running_server(target) as client:
+        if client is not None:
+            yield ServerBackend(client, target.server)
+            return
         store = StoreBackend(target.store)
         try:
             yield store
         finally:
             store.close()
-        return
-    except ManagementUnavailable as exc:
-        raise click.ClickException(f"cannot use the server at {target.server}: {exc}") from exc
-    try:
-        yield ServerBackend(client, target.server)
-    finally:
-        client.close()
 
 
 def _safe(url: str) -> str:

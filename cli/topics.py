@@ -18,8 +18,9 @@ import click
 from rich.console import Console
 from rich.tree import Tree
 
-from cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
-from cli.subscriptions import Target, make_target, target_options
+from cli.management import ManagementClient, ManagementError, ManagementUnavailable
+from cli.options import store_sessions
+from cli.subscriptions import Target, make_target, running_server, target_options
 from topics import TopicsError, is_valid_path, parse_selector
 
 
@@ -36,32 +37,18 @@ class TreeView:
 @contextmanager
 def _server(target: Target) -> Iterator[ManagementClient | None]:
     """The management client of the running server, or None when nothing listens (then: the store)."""
-    client = ManagementClient(
-        target.host, target.port, user=target.user, password=target.password, timeout=target.timeout
-    )
-    try:
-        client.open()
-    except ServerUnreachable:
-        click.echo(f"server not reachable at {target.host}:{target.port}; using the store", err=True)
-        yield None
-        return
-    except ManagementUnavailable as exc:
-        raise click.ClickException(f"cannot use the server at {target.host}:{target.port}: {exc}") from exc
-    try:
-        yield client
-    except ManagementError as exc:
-        raise click.ClickException(exc.description) from exc
-    except ManagementUnavailable as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        client.close()
+    with running_server(target) as client:
+        try:
+            yield client
+        except ManagementError as exc:
+            raise click.ClickException(exc.description) from exc
+        except ManagementUnavailable as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 @contextmanager
 def _store(target: Target) -> Iterator[Any]:
-    from cli.permissions import _sessions
-
-    with _sessions(target.store) as sessions, sessions.begin() as session:
+    with store_sessions(target.store) as sessions, sessions.begin() as session:
         yield session
 
 

@@ -1,0 +1,232 @@
+"""gateway.topic_control with stand-in links, a fake clock and a fake timer list: the grace and handler-timeout
+logic without sockets (the socket-level behaviour is tests/e2e/test_remove_with_session.py and
+test_missing_topics.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from proton import Delivery, Link, Message
+
+from gateway.topic_control import HANDLER_PREFIX, REMOVAL_PREFIX, TopicControl, control_branch, handler_path
+from mapping.errors import Refused
+from topics import parse_selector
+
+
+class FakeLink:
+    def __init__(self, name: str = "l", credit: int = 10, settled: bool = False) -> None:
+        self.name = name
+        self.credit = credit
+        self.remote_snd_settle_mode = Link.SND_SETTLED if settled else Link.SND_UNSETTLED
+        self.sent: list[tuple[str, bytes]] = []
+        self._tag = ""
+
+    def delivery(self, tag: str) -> None:
+        self._tag = tag
+
+    def send(self, body: bytes) -> None:
+        self.sent.append((self._tag, body))
+        self.credit -= 1
+
+    def advance(self) -> None:
+        pass
+
+
+class FakeDelivery:
+    def __init__(self, tag: str, state: int) -> None:
+        self.tag = tag
+        self.remote_state = state
+        self.settled = True
+        self.locally_settled = False
+
+    def settle(self) -> None:
+        self.locally_settled = True
+
+
+class Harness:
+    def __init__(self, reconnect: float = 5.0, handler_timeout: float = 3.0) -> None:
+        self.now = 100.0
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.removed: list[str] = []
+        self.control = TopicControl(
+            "srv", reconnect, handler_timeout, self.schedule, self.removed.append, clock=lambda: self.now
+        )
+        self.outcomes: list[str] = []
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> None:
+        self.timers.append((self.now + delay, callback))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [t for t in self.timers if t[0] <= self.now]
+        self.timers = [t for t in self.timers if t[0] > self.now]
+        for _, callback in due:
+            callback()
+
+    def hold(self, expression: str, conn: object = None):
+        conn = conn or Conn("user")
+        return self.control.hold(
+            FakeLink("sub"),
+            conn,
+            parse_selector(expression),
+            "subscribe",
+            resume=lambda: self.outcomes.append("proceed"),
+            cancel=lambda path: self.outcomes.append(f"cancel:{path}"),
+        )
+
+
+class Conn:
+    """Stands in for gateway.links.ConnectionState: hashable by identity, with a container-id."""
+
+    def __init__(self, container_id: str) -> None:
+        self.container_id = container_id
+
+
+def conn(container_id: str = "c") -> Conn:
+    return Conn(container_id)
+
+
+def notification(link: FakeLink, index: int = -1) -> dict[str, object]:
+    message = Message()
+    message.decode(link.sent[index][1])
+    return dict(message.properties)
+
+
+def test_addresses():
+    assert control_branch(REMOVAL_PREFIX + "a/b", REMOVAL_PREFIX) == "a/b"
+    assert handler_path(HANDLER_PREFIX + "a") == "a"
+    assert handler_path(HANDLER_PREFIX) == "" and handler_path(HANDLER_PREFIX.rstrip("/")) == ""
+    with pytest.raises(Refused) as bad:
+        control_branch(REMOVAL_PREFIX + "a//b", REMOVAL_PREFIX)
+    assert bad.value.condition == "amqp:invalid-field"
+
+
+def test_clean_close_removes_at_once_and_a_lost_connection_after_the_grace():
+    h = Harness()
+    clean, lost = conn("clean"), conn("lost")
+    h.control.register_removal(FakeLink(), clean, "a")
+    h.control.register_removal(FakeLink(), lost, "b")
+    h.control.connection_ended(clean, abrupt=False)
+    assert h.removed == ["a"]
+    h.control.connection_ended(lost, abrupt=True)
+    h.advance(4.9)
+    assert h.removed == ["a"]
+    h.advance(0.2)
+    assert h.removed == ["a", "b"]
+
+
+def test_a_conflict_is_refused_with_precondition_failed_and_a_detach_removes_nothing():
+    h = Harness()
+    holder = h.control.register_removal(FakeLink(), conn(), "a/b")
+    with pytest.raises(Refused) as refused:
+        h.control.register_removal(FakeLink(), conn("other"), "a")
+    assert refused.value.condition == "amqp:precondition-failed"
+    h.control.removal_ended(holder)
+    h.control.connection_ended(holder.conn, abrupt=False)
+    assert h.removed == []
+
+
+def test_take_over_within_the_grace():
+    h = Harness()
+    first = conn("app")
+    h.control.register_removal(FakeLink("reg"), first, "a")
+    h.control.connection_ended(first, abrupt=True)
+    second = conn("app")
+    h.control.register_removal(FakeLink("reg"), second, "a")
+    h.advance(10)
+    assert h.removed == []
+    h.control.connection_ended(second, abrupt=False)
+    assert h.removed == ["a"]
+
+
+def test_a_hold_without_handlers_goes_ahead():
+    h = Harness()
+    assert h.hold(">x/y") is None
+
+
+def test_accept_proceeds_reject_cancels_and_every_handler_is_waited_for():
+    h = Harness()
+    top, below = FakeLink("top"), FakeLink("below")
+    top_handler = h.control.register_handler(top, conn("ctl"), "A")
+    below_handler = h.control.register_handler(below, conn("ctl"), "A/B")
+    assert h.hold("?A/B.*") is not None
+    assert notification(top) == {
+        "selector": "?A/B.*",
+        "session": "user",
+        "request": "subscribe",
+        "server": "srv",
+        "path": "A",
+    }
+    h.control.handler_settled(top_handler, FakeDelivery(top.sent[0][0], Delivery.ACCEPTED))
+    assert h.outcomes == []  # the handler on A/B has not answered
+    h.control.handler_settled(below_handler, FakeDelivery(below.sent[0][0], Delivery.REJECTED))
+    assert h.outcomes == ["cancel:A/B"]
+    h.advance(10)  # the timeout after the answers changes nothing
+    assert h.outcomes == ["cancel:A/B"]
+
+
+@pytest.mark.parametrize("state", [Delivery.ACCEPTED, Delivery.RELEASED, Delivery.MODIFIED])
+def test_anything_but_rejected_proceeds(state):
+    h = Harness()
+    link = FakeLink()
+    handler = h.control.register_handler(link, conn(), "A")
+    h.hold(">A/x")
+    h.control.handler_settled(handler, FakeDelivery(link.sent[0][0], state))
+    assert h.outcomes == ["proceed"]
+
+
+def test_silence_proceeds_after_the_timeout_and_a_late_answer_is_ignored():
+    h = Harness()
+    link = FakeLink()
+    handler = h.control.register_handler(link, conn(), "A")
+    h.hold(">A/x")
+    h.advance(2.9)
+    assert h.outcomes == []
+    h.advance(0.2)
+    assert h.outcomes == ["proceed"]
+    h.control.handler_settled(handler, FakeDelivery(link.sent[0][0], Delivery.REJECTED))
+    assert h.outcomes == ["proceed"]
+
+
+def test_a_handler_gone_proceeds_and_one_without_credit_is_sent_to_later():
+    h = Harness()
+    starved = FakeLink(credit=0)
+    handler = h.control.register_handler(starved, conn(), "A")
+    h.hold(">A/x")
+    assert starved.sent == []
+    starved.credit = 1
+    h.control.handler_flow(handler)
+    assert len(starved.sent) == 1
+    h.control.handler_ended(handler)
+    assert h.outcomes == ["proceed"]
+    assert h.hold(">A/y") is None  # deregistered
+
+
+def test_a_subscriber_that_gives_up_is_not_resumed():
+    h = Harness()
+    link = FakeLink()
+    handler = h.control.register_handler(link, conn(), "A")
+    held = h.hold(">A/x")
+    h.control.held_ended(held)
+    h.control.handler_settled(handler, FakeDelivery(link.sent[0][0], Delivery.ACCEPTED))
+    h.advance(10)
+    assert h.outcomes == []
+
+
+def test_a_presettled_handler_link_is_refused():
+    h = Harness()
+    with pytest.raises(Refused) as refused:
+        h.control.register_handler(FakeLink(settled=True), conn(), "A")
+    assert refused.value.condition == "amqp:invalid-field"
+
+
+def test_an_unsettled_disposition_without_state_is_not_an_answer():
+    h = Harness()
+    link = FakeLink()
+    handler = h.control.register_handler(link, conn(), "A")
+    h.hold(">A/x")
+    pending = FakeDelivery(link.sent[0][0], 0)
+    pending.settled = False
+    h.control.handler_settled(handler, pending)
+    assert h.outcomes == [] and not pending.locally_settled
