@@ -193,6 +193,7 @@ class Broker:
             self.schedule,
             self.remove_branch,
         )
+        self.control.journal = router.writer
         self.topic_admin = TopicAdmin(router, self.control, self.remove_topics, self._refresh_policy)
 
     # -- timers ----------------------------------------------------------------------------------------------

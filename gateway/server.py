@@ -30,6 +30,7 @@ from storage.db import make_engine, schema_status, session_factory, upgrade
 from storage.errors import SchemaOutOfDate
 from storage.journal import BatchResult, JournalWriter
 from storage.records import StoredMessage
+from storage.removals import list_removal_registrations, max_removal_registration_id
 from storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
@@ -137,6 +138,8 @@ class Server:
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
         self.broker = Broker(settings, self.router, self.container, self.subscriptions)
+        with self.sessions() as session:
+            self.broker.control.restore(list_removal_registrations(session), max_removal_registration_id(session))
         for node in self.router.nodes.values():
             self.broker._watch_node(node)
         for sub in self.subscriptions.named():

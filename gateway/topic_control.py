@@ -14,6 +14,12 @@ Owns, on the reactor thread, the two control contracts of design.md §3 (seeds 0
 It removes no topic and opens no consumer itself: the broker hands in ``remove_branch`` and each held attach
 carries its own ``resume``/``cancel`` callbacks. Time comes from ``clock`` (monotonic seconds) and timers from
 ``schedule``, so the rules stay testable.
+
+Registrations are also kept in the store (``RemovalJournal``: a row per open registration, written through the
+journal writer), so that a server crash does not leave a session's branch behind for ever: at start-up each
+stored registration is treated as held by a connection lost at that moment (``restore``), so its branch is
+removed after the reconnection timeout unless a client with the same container-id re-attaches the same link
+name first. A row goes when its registration ends: deregistered, its connection closed, its grace over.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
@@ -90,6 +96,11 @@ class Notice:
         self.answered = False
 
 
+def _same_request(a: Registration[Any], b: Registration[Any]) -> bool:
+    """Whether ``b`` re-attaches ``a`` (the take-over of rule 5: same branch, container-id and link name)."""
+    return a.container_id is not None and (a.branch, a.container_id, a.name) == (b.branch, b.container_id, b.name)
+
+
 class HandlerLink:
     """A missing-topic handler: the client's receiving link from ``$subgate/missing-topic/<path>``."""
 
@@ -131,6 +142,25 @@ class HeldAttach:
         self.owns: str | None = None
 
 
+class RemovalJournal(Protocol):
+    """Where registrations are recorded (the journal writer)."""
+
+    def submit_removal_registration(
+        self, row_id: int, branch: str, container_id: str | None, link_name: str
+    ) -> None: ...
+
+    def submit_drop_removal_registration(self, row_id: int) -> None: ...
+
+
+class PreviousRun:
+    """Stands for a connection of an earlier run of the server whose registration was read from the store."""
+
+    __slots__ = ("container_id",)
+
+    def __init__(self, container_id: str | None) -> None:
+        self.container_id = container_id or ""
+
+
 class TopicControl:
     """Remove-with-session registrations and missing-topic handlers of one server (module docstring)."""
 
@@ -152,6 +182,63 @@ class TopicControl:
         self.removals: RemovalRegistry[Any] = RemovalRegistry()
         self.handlers: MissingTopicHandlers[HandlerLink] = MissingTopicHandlers()
         self._resumes: dict[int, tuple[Callable[[], None], Callable[[str], None]]] = {}
+        self.journal: RemovalJournal | None = None
+        self._rows: dict[Registration[Any], int] = {}  # open registration -> its row in the store
+        self._next_row = 0
+        self._lost: dict[Any, tuple[float, list[Registration[Any]]]] = {}  # lost connection -> deadline, held
+
+    def restore(self, records: list[Any], next_row: int) -> None:
+        """Registrations stored by an earlier run (storage.removals.RemovalRecord): each waits the reconnection
+        timeout as if its connection had just been lost."""
+        self._next_row = max(self._next_row, next_row)
+        by_container: dict[str | None, PreviousRun] = {}
+        for record in records:
+            owner = by_container.get(record.container_id) if record.container_id else None
+            if owner is None:
+                owner = PreviousRun(record.container_id)
+                if record.container_id:
+                    by_container[record.container_id] = owner
+            try:
+                registration = self.removals.register(record.branch, owner, record.container_id, record.link_name)
+            except TopicsError as exc:
+                log.warning("dropping stored remove-with-session registration %r: %s", record.branch, exc)
+                self._forget(record.id)
+                continue
+            self._rows[registration] = record.id
+            log.info("restored remove-with-session registration on %r of %r", record.branch, record.container_id)
+        for owner in {id(o): o for o in self._owners_of_rows()}.values():
+            self.connection_ended(owner, abrupt=True)
+
+    def _owners_of_rows(self) -> list[Any]:
+        return [registration.connection for registration in self._rows]
+
+    def _persist(self, registration: Registration[Any]) -> None:
+        if registration in self._rows:
+            return  # the same registration again: one row
+        for connection, (_deadline, held) in self._lost.items():
+            old = next((r for r in held if _same_request(r, registration)), None)
+            if old is not None:  # a take-over: the lost registration's row now stands for this one
+                held.remove(old)
+                self._rows[registration] = self._rows.pop(old)
+                if not held:
+                    del self._lost[connection]
+                return
+        self._next_row += 1
+        self._rows[registration] = self._next_row
+        if self.journal is not None:
+            self.journal.submit_removal_registration(
+                self._next_row, registration.branch, registration.container_id, registration.name or ""
+            )
+
+    def _release_rows(self, registrations: list[Registration[Any]]) -> None:
+        for registration in registrations:
+            row = self._rows.pop(registration, None)
+            if row is not None:
+                self._forget(row)
+
+    def _forget(self, row: int) -> None:
+        if self.journal is not None:
+            self.journal.submit_drop_removal_registration(row)
 
     # -- remove-with-session -------------------------------------------------------------------------------
     def register_removal(self, link: Link, conn: Any, branch: str) -> RemovalLink:
@@ -164,17 +251,24 @@ class TopicControl:
             registration = self.removals.register(branch, conn, conn.container_id or None, link.name)
         except TopicsError as exc:
             raise Refused(exc.condition, exc.description) from None
+        self._persist(registration)
         log.info("remove-with-session registered on %r by %r", branch, conn.container_id)
         return RemovalLink(link, conn, registration)
 
     def removal_ended(self, removal: RemovalLink) -> None:
         """The registration link ended while its connection lives on: deregister, remove nothing."""
         if self.removals.deregister(removal.registration):
+            self._release_rows([removal.registration])
             log.info("remove-with-session deregistered on %r", removal.registration.branch)
 
     def connection_ended(self, conn: Any, *, abrupt: bool) -> None:
         """A connection closed (``abrupt=False``) or was lost: remove its branches now or after the grace."""
+        held = [registration for registration in self._rows if registration.connection is conn]
         closure = self.removals.connection_closed(conn, self._clock(), abrupt, self.reconnect_timeout)
+        if closure.pending is None:
+            self._release_rows(held)
+        else:
+            self._lost[conn] = (closure.pending.deadline, held)
         for branch in closure.remove:
             self._removing(branch, "its last registered connection closed")
         if closure.pending is not None:
@@ -188,8 +282,16 @@ class TopicControl:
             self._schedule(delay, self._grace_ended)
 
     def _grace_ended(self) -> None:
-        for branch in self.removals.due(self._clock()):
+        now = self._clock()
+        for connection, (deadline, held) in list(self._lost.items()):
+            if deadline <= now:
+                del self._lost[connection]
+                self._release_rows(held)
+        for branch in self.removals.due(now):
             self._removing(branch, "the reconnection timeout of its last registered connection passed")
+        following = self.removals.next_deadline()
+        if following is not None:  # a timer may fire early (the reactor's clock is not ours): look again then
+            self._schedule(max(following - now, 0.05), self._grace_ended)
 
     def _removing(self, branch: str, why: str) -> None:
         log.info("removing topic branch %r: %s", branch, why)

@@ -23,7 +23,15 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, update
 
-from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
+from storage.models import (
+    Ack,
+    AckCursor,
+    DeliveryFailure,
+    JournalMessage,
+    Node,
+    RemovalRegistration,
+    Subscription,
+)
 from storage.records import NewMessage, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
@@ -34,6 +42,7 @@ _FAILURES = DeliveryFailure.__table__
 _CURSORS = AckCursor.__table__
 _NODES = Node.__table__
 _SUBSCRIPTIONS = Subscription.__table__
+_REMOVALS = RemovalRegistration.__table__
 _STOP = object()
 _ATTEMPTS = 5
 
@@ -92,6 +101,12 @@ class JournalWriter:
     def submit_drop_node(self, name: str) -> None:
         """A removed topic (or queue): its row goes, so it is not restored at the next start."""
         self._queue.put(("drop_node", name))
+
+    def submit_removal_registration(self, row_id: int, branch: str, container_id: str | None, link_name: str) -> None:
+        self._queue.put(("removal", row_id, branch, container_id, link_name))
+
+    def submit_drop_removal_registration(self, row_id: int) -> None:
+        self._queue.put(("drop_removal", row_id))
 
     def submit_cursor(self, cursor_id: int, owner_kind: str, owner: str, address: str, low_water: int) -> None:
         self._queue.put(("cursor", cursor_id, owner_kind, owner, address, low_water))
@@ -246,6 +261,15 @@ def _apply_structural(conn: Any, item: tuple[Any, ...]) -> None:
                 id=node_id, name=name, kind=node_kind, durable=durable, auto_created=auto_created, created_at=now
             )
         )
+    elif kind == "removal":
+        _, row_id, branch, container_id, link_name = item
+        conn.execute(
+            insert(_REMOVALS).values(
+                id=row_id, branch=branch, container_id=container_id, link_name=link_name, created_at=now
+            )
+        )
+    elif kind == "drop_removal":
+        conn.execute(delete(_REMOVALS).where(_REMOVALS.c.id == item[1]))
     elif kind == "drop_node":
         conn.execute(delete(_NODES).where(_NODES.c.name == item[1]))
     elif kind == "cursor":

@@ -209,3 +209,17 @@ class PermissionGrant(Base):
     __table_args__ = (
         UniqueConstraint("subject_kind", "subject", "permission", "path", name="uq_permission_grants_subject"),
     )
+
+
+class RemovalRegistration(Base):
+    """An open remove-with-session registration (design.md §3): the branch, and the container-id and link name
+    a reconnecting client re-attaches with to keep it. Rows outlive a server crash: at the next start each one
+    waits the reconnection timeout, then its branch is removed unless a client took it over."""
+
+    __tablename__ = "removal_registrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    branch: Mapped[str] = mapped_column(String(1024))
+    container_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    link_name: Mapped[str] = mapped_column(String(1024))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -211,3 +211,27 @@ def test_a_removal_is_recorded_and_survives_a_restart(make_server, store_url):
     server.stop(timeout=10)
     server.start()
     assert topics(server, "?.*//") == ["keep/x"]
+
+
+@pytest.mark.parametrize("store_url", STORES, indirect=True)
+def test_a_server_crash_does_not_leave_the_branch_behind(make_server, store_url):
+    """The registration is in the store: after a kill -9 and a restart its branch waits the reconnection timeout
+    (the session is certainly gone) and is then removed, unless its client re-attaches in time."""
+    server = make_server(store_url, "--reconnect-timeout", str(RECONNECT))
+    create(server, "tied/x", "back/x", "free/x")
+    tied = ControlClient(server.url, "tied-client")
+    back = ControlClient(server.url, "back-client")
+    assert tied.register_removal("tied", name="reg").refusal is None
+    assert back.register_removal("back", name="reg").refusal is None
+    time.sleep(0.5)  # the registrations reach the store (journal writer)
+    server.kill()
+    tied.abort()
+    back.abort()
+    server.start()
+    assert topics(server, "?.*//") == ["back/x", "free/x", "tied/x"]  # inside the timeout: all there
+    returning = ControlClient(server.url, "back-client")
+    assert returning.register_removal("back", name="reg").refusal is None
+    assert until(lambda: topics(server, "?.*//") == ["back/x", "free/x"], timeout=RECONNECT + 10)
+    returning.close()
+    assert until(lambda: topics(server, "?.*//") == ["free/x"])
+    assert removals(server) == {}

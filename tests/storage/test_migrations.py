@@ -27,6 +27,7 @@ TABLES = {
     "roles",
     "principal_roles",
     "permission_grants",
+    "removal_registrations",
 }
 
 

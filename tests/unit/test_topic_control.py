@@ -230,3 +230,84 @@ def test_an_unsettled_disposition_without_state_is_not_an_answer():
     pending.settled = False
     h.control.handler_settled(handler, pending)
     assert h.outcomes == [] and not pending.locally_settled
+
+
+class FakeJournal:
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[str, str | None, str]] = {}
+
+    def submit_removal_registration(self, row_id: int, branch: str, container_id: str | None, link: str) -> None:
+        assert row_id not in self.rows
+        self.rows[row_id] = (branch, container_id, link)
+
+    def submit_drop_removal_registration(self, row_id: int) -> None:
+        del self.rows[row_id]
+
+
+def journaled(reconnect: float = 5.0) -> tuple[Harness, FakeJournal]:
+    h = Harness(reconnect)
+    h.control.journal = journal = FakeJournal()
+    return h, journal
+
+
+def test_a_row_per_open_registration_gone_when_it_ends():
+    h, journal = journaled()
+    first, second, lost = conn("a"), conn("b"), conn("c")
+    kept = h.control.register_removal(FakeLink("r1"), first, "x")
+    h.control.register_removal(FakeLink("r1"), first, "x")  # the same registration again: still one row
+    dropped = h.control.register_removal(FakeLink("r2"), second, "x")
+    h.control.register_removal(FakeLink("r3"), lost, "y")
+    assert sorted(journal.rows.values()) == [("x", "a", "r1"), ("x", "b", "r2"), ("y", "c", "r3")]
+    h.control.removal_ended(dropped)
+    h.control.connection_ended(kept.conn, abrupt=False)
+    h.control.connection_ended(lost, abrupt=True)
+    assert list(journal.rows.values()) == [("y", "c", "r3")]  # kept through the grace
+    h.advance(10)
+    assert journal.rows == {} and h.removed == ["x", "y"]
+
+
+def test_a_take_over_keeps_the_row():
+    h, journal = journaled()
+    first = conn("app")
+    h.control.register_removal(FakeLink("reg"), first, "a")
+    h.control.connection_ended(first, abrupt=True)
+    again = conn("app")
+    h.control.register_removal(FakeLink("reg"), again, "a")
+    assert list(journal.rows.values()) == [("a", "app", "reg")]
+    h.advance(10)
+    assert len(journal.rows) == 1 and h.removed == []
+    h.control.connection_ended(again, abrupt=False)
+    assert journal.rows == {} and h.removed == ["a"]
+
+
+def test_stored_registrations_wait_the_timeout_after_a_restart_unless_taken_over():
+    from storage.removals import RemovalRecord
+
+    h, journal = journaled()
+    journal.rows = {4: ("gone", "crashed", "r"), 7: ("kept", "back", "r"), 9: ("gone", None, "x")}
+    records = [RemovalRecord(i, *row) for i, row in journal.rows.items()] + [RemovalRecord(10, "gone/below", "z", "q")]
+    journal.rows[10] = ("gone/below", "z", "q")
+    h.control.restore(records, 10)
+    assert 10 not in journal.rows  # conflicting with 'gone' (a row that cannot have been valid): dropped
+    back = conn("back")
+    h.control.register_removal(FakeLink("r"), back, "kept")  # re-attached in time
+    h.advance(4.9)
+    assert h.removed == []
+    h.advance(0.2)
+    assert h.removed == ["gone"] and list(journal.rows.values()) == [("kept", "back", "r")]
+    h.control.register_removal(FakeLink("n"), conn("new"), "other")
+    assert max(journal.rows) == 11  # row ids continue after the stored ones
+
+
+def test_a_timer_that_fires_early_is_set_again():
+    h = Harness(reconnect=5.0)
+    lost = conn("early")
+    h.control.register_removal(FakeLink(), lost, "a")
+    h.control.connection_ended(lost, abrupt=True)
+    ((deadline, callback),) = h.timers
+    h.timers.clear()
+    h.now += 2.0
+    callback()  # the reactor's timer went off before our clock reached the deadline
+    assert h.removed == [] and len(h.timers) == 1
+    h.advance(3.1)
+    assert h.removed == ["a"]
