@@ -43,8 +43,9 @@
 #define EXIT_USAGE 2
 #define EXIT_DEADLINE 3
 
-enum mode { M_SEND, M_RECV, M_PAIR, M_FANOUT, M_LATENCY };
-static const char *mode_names[] = {"send", "recv", "pair", "fanout", "latency"};
+enum mode { M_SEND, M_RECV, M_PAIR, M_FANOUT, M_LATENCY, M_SUBSCRIBE };
+static const char *mode_names[] = {"send", "recv", "pair", "fanout", "latency", "subscribe"};
+#define NMODES 6
 
 typedef struct endpoint {
     int index;
@@ -70,6 +71,8 @@ static struct {
     const char *sasl, *user, *password;
     double timeout_s;
     const char *container;
+    const char *sub;       /* --sub NAME: receivers attach as a JMS durable subscription named NAME */
+    const char *client_id; /* --client-id ID: the exact container-id (a durable subscription's ClientID) */
 
     /* run state */
     pn_proactor_t *proactor;
@@ -146,6 +149,8 @@ static void check_done(void) {
     case M_LATENCY:
         if (A.rounds_done == A.warmup + A.count) finish();
         break;
+    case M_SUBSCRIBE:
+        break;
     }
 }
 
@@ -194,6 +199,26 @@ static void set_terminus(pn_terminus_t *t) {
     }
 }
 
+/* What Qpid JMS sends for createDurableSubscriber (jms-amqp-mapping §2): durable=unsettled-state,
+ * expiry-policy=never, distribution-mode=copy; capabilities come from --cap (topic). */
+static void set_durable_subscription(pn_terminus_t *t) {
+    pn_terminus_set_durability(t, PN_DELIVERIES);
+    pn_terminus_set_expiry_policy(t, PN_EXPIRE_NEVER);
+    pn_terminus_set_distribution_mode(t, PN_DIST_MODE_COPY);
+}
+
+static pn_link_t *open_receiver(pn_session_t *s, const char *name, const char *address) {
+    pn_link_t *l = pn_receiver(s, name);
+    pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
+    pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
+    set_terminus(pn_link_source(l));
+    if (address) pn_terminus_set_address(pn_link_source(l), address);
+    if (A.sub) set_durable_subscription(pn_link_source(l));
+    pn_terminus_set_address(pn_link_target(l), name);
+    pn_link_open(l);
+    return l;
+}
+
 static void grant_credit(endpoint_t *ep) {
     pn_link_t *l = ep->rcv;
     int credit = pn_link_credit(l);
@@ -210,7 +235,10 @@ static void grant_credit(endpoint_t *ep) {
 static void open_endpoint(endpoint_t *ep) {
     pn_connection_t *c = ep->conn;
     char name[96];
-    snprintf(name, sizeof name, "%s-%d", A.container, ep->index);
+    if (A.client_id)
+        snprintf(name, sizeof name, "%s", A.client_id);
+    else
+        snprintf(name, sizeof name, "%s-%d", A.container, ep->index);
     pn_connection_set_container(c, name);
     pn_connection_open(c);
     pn_session_t *s = pn_session(c);
@@ -225,15 +253,25 @@ static void open_endpoint(endpoint_t *ep) {
         pn_link_open(l);
         ep->snd = l;
     }
-    if (ep->want_receiver) {
-        snprintf(name, sizeof name, "loadgen-rcv-%d", ep->index);
-        pn_link_t *l = pn_receiver(s, name);
-        pn_link_set_snd_settle_mode(l, PN_SND_UNSETTLED);
-        pn_link_set_rcv_settle_mode(l, PN_RCV_FIRST);
-        set_terminus(pn_link_source(l));
-        pn_terminus_set_address(pn_link_target(l), name);
-        pn_link_open(l);
-        ep->rcv = l;
+    if (A.mode == M_SUBSCRIBE) {
+        /* K durable subscriptions, no credit: NAME (K=1) or NAME.i on ADDRESS.i (K>1) */
+        char address[256];
+        for (int i = 0; i < A.receivers; i++) {
+            if (A.receivers == 1) {
+                snprintf(name, sizeof name, "%s", A.sub);
+                snprintf(address, sizeof address, "%s", A.address);
+            } else {
+                snprintf(name, sizeof name, "%s.%d", A.sub, i);
+                snprintf(address, sizeof address, "%s.%d", A.address, i);
+            }
+            open_receiver(s, name, address);
+        }
+    } else if (ep->want_receiver) {
+        if (A.sub)
+            snprintf(name, sizeof name, "%s", A.sub);
+        else
+            snprintf(name, sizeof name, "loadgen-rcv-%d", ep->index);
+        ep->rcv = open_receiver(s, name, NULL);
         grant_credit(ep);
     }
 }
@@ -360,6 +398,13 @@ static void check_condition(const char *what, pn_condition_t *cond, bool closing
 }
 
 static void on_link_remote_open(endpoint_t *ep, pn_link_t *l) {
+    if (A.mode == M_SUBSCRIBE) {
+        if (pn_link_is_receiver(l) && ++A.receivers_open == A.receivers) {
+            A.t_ready = now_s();
+            finish();
+        }
+        return;
+    }
     if (l == ep->snd) {
         ep->snd_open = true;
         try_send(ep);
@@ -499,6 +544,10 @@ static void print_result(void) {
                rate);
         break;
     }
+    case M_SUBSCRIBE:
+        secs = A.t_ready > 0 ? A.t_ready - A.t_start : 0;
+        printf(",\"subscriptions\":%d", A.receivers_open);
+        break;
     case M_LATENCY: {
         qsort(A.samples, (size_t)A.nsamples, sizeof(double), cmp_double);
         double sum = 0;
@@ -536,7 +585,7 @@ static void print_result(void) {
 static void usage(void) {
     fprintf(stderr,
             "usage: loadgen MODE --port P [options]\n"
-            "  MODE               send | recv | pair | fanout | latency\n"
+            "  MODE               send | recv | pair | fanout | latency | subscribe\n"
             "  --host H           broker host (127.0.0.1)\n"
             "  --port P           broker port (required)\n"
             "  --address A        node address (bench.q)\n"
@@ -546,12 +595,16 @@ static void usage(void) {
             "  --durable          set header.durable=true on every message\n"
             "  --cap queue|topic  terminus capability symbol on target (sender) and source (receiver)\n"
             "  --terminus-durable none|configuration|deliveries   terminus durability (none)\n"
-            "  --receivers K      fanout receivers, one connection each (10)\n"
+            "  --receivers K      fanout receivers, one connection each (10); subscribe: subscriptions (1)\n"
             "  --warmup M         latency round trips not measured (1000)\n"
             "  --sasl anonymous|plain|none   (anonymous)\n"
             "  --user U --password P         for --sasl plain\n"
             "  --timeout SECONDS  deadline for the whole run (600)\n"
-            "  --container ID     container-id prefix (loadgen-<pid>)\n");
+            "  --container ID     container-id prefix (loadgen-<pid>)\n"
+            "  --client-id ID     exact container-id of the (single) connection, e.g. a JMS ClientID\n"
+            "  --sub NAME         receiver link named NAME with a JMS durable-subscription source (durable=2,\n"
+            "                     expiry never, distribution copy); subscribe mode: --receivers K links\n"
+            "                     (K>1: NAME.i on ADDRESS.i), no credit, exit once all are attached\n");
     exit(EXIT_USAGE);
 }
 
@@ -568,9 +621,9 @@ static long parse_long(const char *s, long min) {
 static void parse_args(int argc, char **argv) {
     if (argc < 2) usage();
     int m;
-    for (m = 0; m < 5; m++)
+    for (m = 0; m < NMODES; m++)
         if (strcmp(argv[1], mode_names[m]) == 0) break;
-    if (m == 5) usage();
+    if (m == NMODES) usage();
     A.mode = (enum mode)m;
     A.host = "127.0.0.1";
     A.port = NULL;
@@ -578,7 +631,7 @@ static void parse_args(int argc, char **argv) {
     A.count = 10000;
     A.size = 1024;
     A.window = 1000;
-    A.receivers = 10;
+    A.receivers = 0; /* 0: the mode's default (fanout 10, subscribe 1) */
     A.warmup = 1000;
     A.sasl = "anonymous";
     A.user = "guest";
@@ -631,6 +684,10 @@ static void parse_args(int argc, char **argv) {
             A.timeout_s = (double)parse_long(v, 1);
         else if (OPT("--container"))
             A.container = v;
+        else if (OPT("--client-id"))
+            A.client_id = v;
+        else if (OPT("--sub"))
+            A.sub = v;
         else {
             fprintf(stderr, "loadgen: unknown option %s\n", a);
             usage();
@@ -638,6 +695,11 @@ static void parse_args(int argc, char **argv) {
 #undef OPT
     }
     if (!A.port) usage();
+    if (A.receivers == 0) A.receivers = A.mode == M_SUBSCRIBE ? 1 : 10;
+    if (A.mode == M_SUBSCRIBE && !A.sub) {
+        fprintf(stderr, "loadgen: subscribe needs --sub NAME\n");
+        exit(EXIT_USAGE);
+    }
     if (strcmp(A.sasl, "anonymous") && strcmp(A.sasl, "plain") && strcmp(A.sasl, "none")) usage();
     if (A.mode == M_FANOUT && A.receivers + 1 > MAX_CONNS) {
         fprintf(stderr, "loadgen: at most %d receivers\n", MAX_CONNS - 1);
@@ -695,6 +757,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < A.receivers; i++) add_endpoint(false, true, A.count);
         add_endpoint(true, false, 0);
         break;
+    case M_SUBSCRIBE:
+        add_endpoint(false, false, 0);
+        break;
     case M_LATENCY:
         add_endpoint(true, true, A.warmup + A.count);
         A.samples = calloc((size_t)A.count, sizeof(double));
@@ -716,6 +781,7 @@ int main(int argc, char **argv) {
         if (A.mode == M_SEND || A.mode == M_PAIR || A.mode == M_FANOUT) complete = complete && A.accepted == A.count;
         if (A.mode == M_RECV || A.mode == M_PAIR) complete = complete && A.received_total == A.count;
         if (A.mode == M_FANOUT) complete = complete && A.received_total == A.count * A.receivers;
+        if (A.mode == M_SUBSCRIBE) complete = A.receivers_open == A.receivers;
         if (!complete) {
             A.exit_code = EXIT_PROTOCOL;
             snprintf(A.error, sizeof A.error, "connections ended before the run was complete");

@@ -56,10 +56,12 @@ DEBIAN_PACKAGES = [
     "erlang-base",
 ]
 
-SCENARIOS = ("S1", "S2", "S3", "S4")
+SCENARIOS = ("S1", "S2", "S2T", "S3", "S4")
 SCENARIO_TITLES = {
     "S1": "S1 — queue, at-least-once, send and receive concurrently (end-to-end msgs/s)",
     "S2": "S2 — durable messages to a durable queue with no consumer (`accepted` after disk), then drain",
+    "S2T": "S2T — durable messages to a topic with one idle JMS durable subscription (`accepted` after disk), "
+    "then drain the subscription (subgate only; the peers' figure to beat is their S2)",
     "S3": "S3 — one topic to 10 consumers (deliveries/s across all consumers)",
     "S4": "S4 — one message in flight (round trip, µs)",
 }
@@ -421,18 +423,24 @@ class Subgate(Broker):
     name = "subgate"
     label = "subgate"
 
-    def __init__(self, workdir: Path, exe: str, store: str, extra: list[str]) -> None:
+    def __init__(self, workdir: Path, exe: str, store: str, extra: list[str], log_name: str = "") -> None:
         super().__init__(workdir)
         self.exe = exe
         self.store_template = store
         self.store = store.replace("{tmpdir}", str(workdir))
         self.extra = extra
+        if log_name:
+            self.logfile = workdir / log_name
 
     def queue_args(self) -> list[str]:
         return ["--address", "bench.q", "--cap", "queue"]
 
     def topic_args(self, run_id: str) -> list[str]:
         return ["--address", "bench.t", "--cap", "topic"]
+
+    def subscription_args(self) -> list[str]:
+        """A JMS durable subscription `sub1` of ClientID `bench-client` on topic bench.ds (loadgen --sub)."""
+        return ["--address", "bench.ds", "--cap", "topic", "--client-id", "bench-client", "--sub", "sub1"]
 
     def start(self) -> None:
         if not Path(self.exe).exists() and not shutil.which(self.exe):
@@ -477,6 +485,124 @@ class Subgate(Broker):
                 self.stop()
                 raise RuntimeError(f"no 'listening on' line within 60 s: {tail(self.logfile, 3)}")
         wait_port(self.port, self.proc, 30)
+
+
+class PgCluster:
+    """A throwaway PostgreSQL cluster (initdb into a temp dir, 127.0.0.1 on a free port, fsync on), run as the
+    `postgres` system user when we are root (PostgreSQL refuses to run as root); stopped by its postmaster PID."""
+
+    def __init__(self) -> None:
+        self.root: Path | None = None
+        self.port = 0
+        self.pid = 0
+        self.version = ""
+
+    @staticmethod
+    def bindir() -> Path:
+        dirs = sorted(
+            Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0)
+        )
+        for d in reversed(dirs):
+            if (d / "initdb").exists() and (d / "pg_ctl").exists():
+                return d
+        raise RuntimeError(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)"
+        )
+
+    def _run(self, argv: list[str], timeout: float = 120) -> None:
+        prefix: list[str] = []
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env.update(LC_ALL="C", LANG="C", TZ="UTC")
+        if os.geteuid() == 0:
+            prefix = ["runuser", "-u", "postgres", "--"]
+            env["HOME"] = str(self.root)
+        r = subprocess.run(prefix + argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"{Path(argv[0]).name} failed: {(r.stderr or r.stdout).strip()[-300:]}")
+
+    def start(self) -> str:
+        bindir = self.bindir()
+        self.version = "PostgreSQL " + bindir.parent.name
+        self.root = Path(tempfile.mkdtemp(prefix="subgate-bench-pg-", dir="/tmp"))
+        (self.root / "run").mkdir()
+        if os.geteuid() == 0:
+            import pwd
+
+            pw = pwd.getpwnam("postgres")
+            for d in (self.root, self.root / "run"):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+        data = self.root / "data"
+        self._run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ]
+        )
+        self.port = free_port()
+        with open(data / "postgresql.conf", "a") as f:
+            f.write(
+                f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{self.root / 'run'}'\n"
+                "fsync = on\nsynchronous_commit = on\nshared_buffers = 128MB\nmax_connections = 50\n"
+                "logging_collector = off\n"
+            )
+        self._run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(self.root / "pg.log"), "-w", "-t", "60", "start"])
+        self.pid = int((data / "postmaster.pid").read_text().split()[0])
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGINT)  # fast shutdown
+            except OSError:
+                pass
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and Path(f"/proc/{self.pid}").exists():
+                time.sleep(0.1)
+            if Path(f"/proc/{self.pid}").exists():
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.pid = 0
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+
+class SubgatePG(Subgate):
+    """subgate with its store in a throwaway PostgreSQL cluster (started and stopped with the broker)."""
+
+    name = "subgate-pg"
+    label = "subgate (PostgreSQL)"
+
+    def __init__(self, workdir: Path, exe: str, extra: list[str]) -> None:
+        super().__init__(workdir, exe, "", extra)
+        self.pg = PgCluster()
+
+    def start(self) -> None:
+        self.store = self.store_template = self.pg.start()
+        try:
+            super().start()
+        except BaseException:
+            self.pg.stop()
+            raise
+        self.version += f"; store {self.pg.version} (fsync on, synchronous_commit on)"
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self.pg.stop()
 
 
 def dpkg_version(pkg: str) -> str:
@@ -528,6 +654,17 @@ def measured(broker: Broker, mode: str, args: list[str], timeout: float, per: st
     return res
 
 
+def durable_run(broker: Broker, target: list[str], source: list[str], args: list[str], tmo: float, note: str) -> dict:
+    """N durable messages sent (each `accepted` counted), then the N drained from `source`."""
+    send = measured(broker, "send", [*target, *args, "--durable"], tmo, "accepted")
+    drain = (
+        measured(broker, "recv", [*source, *args], tmo, "received")
+        if send.get("ok")
+        else {"ok": False, "error": "not run: the send half failed"}
+    )
+    return {"send": send, "drain": drain, "note": note}
+
+
 def run_broker(broker: Broker, opts: argparse.Namespace, run_id: str) -> dict:
     out: dict = {"label": broker.label, "available": False, "scenarios": {}}
     log(f"starting {broker.name}")
@@ -548,22 +685,25 @@ def run_broker(broker: Broker, opts: argparse.Namespace, run_id: str) -> dict:
     q = broker.queue_args()
     tmo = opts.scenario_timeout
     sc = out["scenarios"]
+    scenarios = opts.pg_scenarios if isinstance(broker, SubgatePG) else opts.scenarios
     try:
         if opts.warmup:
             w = loadgen(broker, "pair", [*q, *common, "--count", str(opts.warmup)], tmo)
             if not w.get("ok"):
                 log(f"{broker.name}: warm-up failed: {w.get('error')}")
-        if "S1" in opts.scenarios:
+        if "S1" in scenarios:
             sc["S1"] = measured(broker, "pair", [*q, *common, "--count", str(n)], tmo, "received")
-        if "S2" in opts.scenarios:
-            send = measured(broker, "send", [*q, *common, "--count", str(n), "--durable"], tmo, "accepted")
-            drain = (
-                measured(broker, "recv", [*q, *common, "--count", str(n)], tmo, "received")
-                if send.get("ok")
-                else {"ok": False, "error": "not run: the send half failed"}
-            )
-            sc["S2"] = {"send": send, "drain": drain, "note": broker.durable_note}
-        if "S3" in opts.scenarios:
+        if "S2" in scenarios:
+            sc["S2"] = durable_run(broker, q, q, [*common, "--count", str(n)], tmo, broker.durable_note)
+        if "S2T" in scenarios and isinstance(broker, Subgate):
+            sub = broker.subscription_args()
+            made = loadgen(broker, "subscribe", sub, tmo)  # attach once and leave: the subscription stays, idle
+            if made.get("ok"):
+                publish = ["--address", sub[1], "--cap", "topic"]
+                sc["S2T"] = durable_run(broker, publish, sub, [*common, "--count", str(n)], tmo, "")
+            else:
+                sc["S2T"] = {"send": made, "drain": {"ok": False, "error": "not run"}, "note": "subscribe failed"}
+        if "S3" in scenarios:
             if not broker.topic_supported:
                 sc["S3"] = {
                     "ok": False,
@@ -574,7 +714,7 @@ def run_broker(broker: Broker, opts: argparse.Namespace, run_id: str) -> dict:
                 args = [*broker.topic_args(run_id), *common, "--count", str(opts.fanout_count)]
                 args += ["--receivers", str(opts.receivers)]
                 sc["S3"] = measured(broker, "fanout", args, tmo, "deliveries")
-        if "S4" in opts.scenarios:
+        if "S4" in scenarios:
             args = [*q, *common, "--count", str(opts.latency_count), "--warmup", str(opts.latency_warmup)]
             sc["S4"] = measured(broker, "latency", args, tmo, "samples")
         out["peak_vmhwm_mb"] = round(broker.peak_hwm_kb() / 1024, 1)
@@ -584,6 +724,94 @@ def run_broker(broker: Broker, opts: argparse.Namespace, run_id: str) -> dict:
         out["exit_code"] = broker.proc.returncode if broker.proc else None
         out["log"] = str(broker.logfile)
     return out
+
+
+def current_rss_mb(broker: Broker) -> float:
+    return round(sum(status_kb(p, "VmRSS") for p in broker.tree()) / 1024, 1)
+
+
+def memory_run(opts: argparse.Namespace, workdir: Path) -> dict:
+    """--memory: K idle durable subscriptions (each on its own topic) plus one durable subscription with a
+    backlog of N messages; then a restart (time to accepting connections) and a drain of the backlog, with the
+    broker's RSS sampled throughout. subgate on SQLite only."""
+    k, n = opts.memory_idle, opts.memory_backlog
+    tmo = max(600.0, n / 200)
+    extra = shlex.split(opts.subgate_args)
+    res: dict = {"idle": k, "backlog": n, "ok": False}
+    sub = ["--address", "bench.mem", "--cap", "topic", "--client-id", "bench-client", "--sub", "mem"]
+    common = ["--size", str(opts.size), "--window", str(opts.window)]
+    log(f"memory scenario: {k:,} idle durable subscriptions, {n:,} messages of backlog")
+    fill_broker = Subgate(workdir, opts.subgate, opts.subgate_store, extra, log_name="subgate-fill.log")
+    try:
+        fill_broker.start()
+    except Exception as e:  # noqa: BLE001
+        res["error"] = f"subgate not available: {e}"
+        return res
+    try:
+        idle_args = ["--address", "bench.idle", "--cap", "topic", "--client-id", "bench-idle", "--sub", "idle"]
+        res["subscribe_idle"] = loadgen(fill_broker, "subscribe", [*idle_args, "--receivers", str(k)], tmo)
+        res["subscribe_backlog"] = loadgen(fill_broker, "subscribe", sub, tmo)
+        res["fill"] = measured(
+            fill_broker, "send", [*sub[:4], *common, "--count", str(n), "--durable"], tmo, "accepted"
+        )
+        res["rss_after_fill_mb"] = current_rss_mb(fill_broker)
+    finally:
+        fill_broker.stop()
+    if not all(res[x].get("ok") for x in ("subscribe_idle", "subscribe_backlog", "fill")):
+        res["error"] = "filling the backlog failed"
+        return res
+    broker = Subgate(workdir, opts.subgate, opts.subgate_store, extra, log_name="subgate-restart.log")
+    t0 = time.monotonic()
+    try:
+        broker.start()
+    except Exception as e:  # noqa: BLE001
+        res["error"] = f"restart failed: {e}"
+        return res
+    res["startup_seconds"] = round(time.monotonic() - t0, 2)
+    try:
+        res["rss_after_start_mb"] = current_rss_mb(broker)
+        res["drain"] = measured(broker, "recv", [*sub, *common, "--count", str(n)], tmo, "received")
+        res["rss_after_drain_mb"] = current_rss_mb(broker)
+    finally:
+        broker.stop()
+    peaks = [
+        res["fill"].get("broker_peak_rss_mb") or 0,
+        res["rss_after_start_mb"],
+        res["drain"].get("broker_peak_rss_mb") or 0,
+    ]
+    res["peak_rss_mb"] = max(peaks)
+    res["ok"] = bool(res["drain"].get("ok"))
+    return res
+
+
+def memory_lines(m: dict) -> list[str]:
+    if m.get("error"):
+        return [f"Memory scenario failed: {m['error']}"]
+    head = ["phase", "msgs/s", "peak RSS MiB (sampled every 0.2 s)", "RSS at the end MiB", "note"]
+    rows = [
+        [
+            "fill: send the backlog (durable, to the topic)",
+            cell(m["fill"], "msgs_per_sec"),
+            fmt(m["fill"].get("broker_peak_rss_mb"), 1),
+            fmt(m.get("rss_after_fill_mb"), 1),
+            "",
+        ],
+        [
+            "restart: to accepting connections",
+            "–",
+            fmt(m.get("rss_after_start_mb"), 1),
+            fmt(m.get("rss_after_start_mb"), 1),
+            f"{m['startup_seconds']:.2f} s",
+        ],
+        [
+            "drain the backlog",
+            cell(m["drain"], "msgs_per_sec"),
+            fmt(m["drain"].get("broker_peak_rss_mb"), 1),
+            fmt(m.get("rss_after_drain_mb"), 1),
+            m["drain"].get("error", ""),
+        ],
+    ]
+    return md_table(head, rows)
 
 
 # ---------------------------------------------------------------------------------------------- reporting
@@ -619,7 +847,7 @@ def scenario_rows(results: dict, sid: str) -> tuple[list[str], list[list[str]], 
     rows = []
     if sid == "S1":
         head = ["broker", "msgs/s end-to-end", "broker CPU µs/msg", "broker peak RSS MiB", "note"]
-    elif sid == "S2":
+    elif sid in ("S2", "S2T"):
         head = [
             "broker",
             "send msgs/s (accepted)",
@@ -641,10 +869,11 @@ def scenario_rows(results: dict, sid: str) -> tuple[list[str], list[list[str]], 
             continue
         r = b["scenarios"].get(sid)
         if r is None:
-            rows.append([label] + ["not run"] * (len(head) - 2) + [""])
+            if sid != "S2T" and name != "subgate-pg":  # those two run only some scenarios by design
+                rows.append([label] + ["not run"] * (len(head) - 2) + [""])
             headline[name] = None
             continue
-        if sid == "S2":
+        if sid in ("S2", "S2T"):
             s, d = r["send"], r["drain"]
             errs = "; ".join(x.get("error", "") for x in (s, d) if not x.get("ok"))
             rows.append(
@@ -704,31 +933,134 @@ def scenario_rows(results: dict, sid: str) -> tuple[list[str], list[list[str]], 
     return head, rows, headline
 
 
+SUBGATES = ("subgate", "subgate-pg")
+PEERS = ("rabbitmq", "proton-example")
+
+
+def value(results: dict, broker: str, sid: str, *path: str) -> float | None:
+    """One figure of one broker's scenario (None if it did not run or failed)."""
+    b = results.get(broker)
+    if not b or not b.get("available"):
+        return None
+    r = b["scenarios"].get(sid)
+    for key in path[:-1]:
+        r = r.get(key) if r else None
+    if not r or not r.get("ok"):
+        return None
+    return r.get(path[-1])
+
+
 def ratio_lines(sid: str, h: dict[str, float | None], results: dict) -> list[str]:
-    sg = results.get("subgate")
-    if sg is None:
-        return []
-    if not sg["available"]:
-        return [f"- subgate/peers: n/a (subgate not available: {sg.get('reason', '?')})"]
     out = []
-    for peer in ("rabbitmq", "proton-example"):
-        if peer not in results:
+    for sg in SUBGATES:
+        b = results.get(sg)
+        if b is None:
             continue
-        lbl = f"subgate/{peer}"
-        if sid == "S2":
-            out.append(
-                f"- {lbl}: send {ratio(h.get('subgate'), h.get(peer))}, "
-                f"drain {ratio(h.get('subgate:drain'), h.get(peer + ':drain'))}"
-            )
-        elif sid == "S4":
-            out.append(
-                f"- {lbl}: p50 {ratio(h.get('subgate'), h.get(peer))}, "
-                f"p99 {ratio(h.get('subgate:p99'), h.get(peer + ':p99'))} (round trip; lower is better)"
-            )
-        else:
-            r = ratio(h.get("subgate"), h.get(peer))
-            out.append(f"- {lbl}: {r}" + (" (throughput; higher is better)" if r != "n/a" else ""))
+        if not b["available"]:
+            out.append(f"- {sg}/peers: n/a ({sg} not available: {b.get('reason', '?')})")
+            continue
+        if sid not in b["scenarios"]:
+            continue
+        for peer in PEERS:
+            if peer not in results:
+                continue
+            lbl = f"{sg}/{peer}"
+            if sid in ("S2", "S2T"):
+                # S2T is compared with the peer's S2 (a durable queue): the figure the issue sets as the bar
+                send = ratio(
+                    value(results, sg, sid, "send", "msgs_per_sec"), value(results, peer, "S2", "send", "msgs_per_sec")
+                )
+                drain = ratio(
+                    value(results, sg, sid, "drain", "msgs_per_sec"),
+                    value(results, peer, "S2", "drain", "msgs_per_sec"),
+                )
+                out.append(f"- {lbl}{' S2' if sid == 'S2T' else ''}: send {send}, drain {drain}")
+            elif sid == "S4":
+                out.append(
+                    f"- {lbl}: p50 {ratio(h.get(sg), h.get(peer))}, "
+                    f"p99 {ratio(h.get(sg + ':p99'), h.get(peer + ':p99'))} (round trip; lower is better)"
+                )
+            else:
+                r = ratio(h.get(sg), h.get(peer))
+                out.append(f"- {lbl}: {r}" + (" (throughput; higher is better)" if r != "n/a" else ""))
     return out
+
+
+# The targets of the performance issue: (what, subgate figure, peer figure, comparison, bound).
+TARGETS = [
+    (
+        "S2 queue, SQLite: ≥ 1.0× RabbitMQ S2",
+        ("subgate", "S2", "send", "msgs_per_sec"),
+        ("rabbitmq", "S2", "send", "msgs_per_sec"),
+        ">=",
+        1.0,
+    ),
+    (
+        "S2 queue, PostgreSQL: ≥ 1.0× RabbitMQ S2",
+        ("subgate-pg", "S2", "send", "msgs_per_sec"),
+        ("rabbitmq", "S2", "send", "msgs_per_sec"),
+        ">=",
+        1.0,
+    ),
+    (
+        "S2T durable sub, SQLite: ≥ 1.0× RabbitMQ S2",
+        ("subgate", "S2T", "send", "msgs_per_sec"),
+        ("rabbitmq", "S2", "send", "msgs_per_sec"),
+        ">=",
+        1.0,
+    ),
+    (
+        "S2T durable sub, PostgreSQL: ≥ 1.0× RabbitMQ S2",
+        ("subgate-pg", "S2T", "send", "msgs_per_sec"),
+        ("rabbitmq", "S2", "send", "msgs_per_sec"),
+        ">=",
+        1.0,
+    ),
+    (
+        "S3 fan-out to 10: ≥ 1.0× RabbitMQ",
+        ("subgate", "S3", "deliveries_per_sec"),
+        ("rabbitmq", "S3", "deliveries_per_sec"),
+        ">=",
+        1.0,
+    ),
+    ("S4 round trip p50: ≤ 1.5× RabbitMQ", ("subgate", "S4", "p50_us"), ("rabbitmq", "S4", "p50_us"), "<=", 1.5),
+    ("S1: ≥ 3× proton example", ("subgate", "S1", "msgs_per_sec"), ("proton-example", "S1", "msgs_per_sec"), ">=", 3.0),
+]
+
+
+def target_rows(results: dict, memory: dict | None) -> list[list[str]]:
+    rows = []
+    for what, mine, peer, op, bound in TARGETS:
+        a, b = value(results, *mine), value(results, *peer)
+        if a is None or b is None:
+            if mine[0] in results or peer[0] in results:
+                rows.append([what, fmt(a, 1), fmt(b, 1), "n/a", "not measured"])
+            continue
+        r = a / b
+        met = r >= bound if op == ">=" else r <= bound
+        rows.append([what, fmt(a, 1), fmt(b, 1), f"{r:.2f}×", "met" if met else "NOT met"])
+    if memory is not None:
+        rss, limit = memory.get("peak_rss_mb"), 500.0
+        rows.append(
+            [
+                f"memory ({memory['idle']:,} idle subs, {memory['backlog']:,} backlog): RSS < 500 MB",
+                fmt(rss, 1) + " MB" if rss else "–",
+                "–",
+                "–",
+                "met" if rss and rss < limit and memory.get("ok") else "NOT met",
+            ]
+        )
+        up = memory.get("startup_seconds")
+        rows.append(
+            [
+                "start-up with that backlog: < 10 s",
+                fmt(up, 2) + " s" if up else "–",
+                "–",
+                "–",
+                "met" if up and up < 10 else "NOT met",
+            ]
+        )
+    return rows
 
 
 def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -811,13 +1143,26 @@ def render_section(report: dict) -> str:
             L.append(f"- {b['label']}: not available ({b.get('reason', '?')})")
     L.append("")
     for sid in SCENARIOS:
-        if sid not in o["scenarios"]:
+        if sid not in o["scenarios"] and sid not in o["pg_scenarios"]:
             continue
         head, rows, h = scenario_rows(report["brokers"], sid)
         L += [f"#### {SCENARIO_TITLES[sid]}", ""] + md_table(head, rows) + [""]
         rl = ratio_lines(sid, h, report["brokers"])
         if rl:
             L += rl + [""]
+    mem = report.get("memory")
+    if mem is not None:
+        L += (
+            [
+                f"#### Memory and start-up — {mem['idle']:,} idle durable subscriptions and a backlog of "
+                f"{mem['backlog']:,} messages on one more (subgate, SQLite)",
+                "",
+            ]
+            + memory_lines(mem)
+            + [""]
+        )
+    L += ["#### Targets (issue 5)", ""]
+    L += md_table(["target", "subgate", "peer", "ratio", "verdict"], target_rows(report["brokers"], mem)) + [""]
     L.append(END)
     return "\n".join(L)
 
@@ -854,8 +1199,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="unmeasured send+receive before S1 (default count/20, max 5000)")
     p.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
     p.add_argument("--window", type=int, default=1000, help="unsettled window / credit (default 1000)")
-    p.add_argument("--brokers", default="rabbitmq,proton-example,subgate", help="comma list, in run order")
-    p.add_argument("--scenarios", default="S1,S2,S3,S4", help="comma list of S1..S4")
+    p.add_argument("--brokers", default="rabbitmq,proton-example,subgate,subgate-pg", help="comma list, in run order")
+    p.add_argument("--scenarios", default="S1,S2,S2T,S3,S4", help="comma list of S1,S2,S2T,S3,S4")
+    p.add_argument(
+        "--pg-scenarios", default="S2,S2T", help="scenarios of subgate-pg (subgate on PostgreSQL) (default S2,S2T)"
+    )
+    p.add_argument(
+        "--memory", action="store_true", help="also run the memory/start-up scenario (slow: fills the backlog)"
+    )
+    p.add_argument("--memory-idle", type=int, default=10_000, help="idle durable subscriptions (10000)")
+    p.add_argument("--memory-backlog", type=int, default=1_000_000, help="backlog messages (1000000)")
     p.add_argument("--subgate", default=str(REPO / ".venv" / "bin" / "subgate"), help="subgate executable")
     p.add_argument(
         "--subgate-store",
@@ -871,10 +1224,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     o = p.parse_args(argv)
     o.brokers = [b.strip() for b in o.brokers.split(",") if b.strip()]
     for b in o.brokers:
-        if b not in ("rabbitmq", "proton-example", "subgate"):
+        if b not in ("rabbitmq", "proton-example", "subgate", "subgate-pg"):
             p.error(f"unknown broker {b}")
     o.scenarios = [s.strip().upper() for s in o.scenarios.split(",") if s.strip()]
-    for s in o.scenarios:
+    o.pg_scenarios = [s.strip().upper() for s in o.pg_scenarios.split(",") if s.strip()]
+    for s in o.scenarios + o.pg_scenarios:
         if s not in SCENARIOS:
             p.error(f"unknown scenario {s}")
     if o.fanout_count is None:
@@ -903,6 +1257,7 @@ def main(argv: list[str]) -> int:
     tmp_root = Path(tempfile.mkdtemp(prefix="subgate-bench-"))
     log(f"temp dir {tmp_root}")
     results: dict = {}
+    memory: dict | None = None
     try:
         for name in opts.brokers:
             w = tmp_root / name
@@ -912,9 +1267,15 @@ def main(argv: list[str]) -> int:
                 broker = RabbitMQ(w)
             elif name == "proton-example":
                 broker = ProtonExample(w, opts.example_python)
+            elif name == "subgate-pg":
+                broker = SubgatePG(w, opts.subgate, shlex.split(opts.subgate_args))
             else:
                 broker = Subgate(w, opts.subgate, opts.subgate_store, shlex.split(opts.subgate_args))
             results[name] = run_broker(broker, opts, run_id)
+        if opts.memory:
+            w = tmp_root / "memory"
+            w.mkdir()
+            memory = memory_run(opts, w)
     finally:
         if not opts.keep_tmp:
             shutil.rmtree(tmp_root, ignore_errors=True)
@@ -937,6 +1298,9 @@ def main(argv: list[str]) -> int:
                 "window",
                 "brokers",
                 "scenarios",
+                "pg_scenarios",
+                "memory_idle",
+                "memory_backlog",
                 "subgate",
                 "subgate_store",
                 "subgate_args",
@@ -944,6 +1308,7 @@ def main(argv: list[str]) -> int:
             )
         },
         "brokers": results,
+        "memory": memory,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{started.strftime('%Y%m%d-%H%M%S')}.json"
@@ -951,7 +1316,7 @@ def main(argv: list[str]) -> int:
 
     print()
     for sid in SCENARIOS:
-        if sid not in opts.scenarios:
+        if sid not in opts.scenarios and sid not in opts.pg_scenarios:
             continue
         head, rows, h = scenario_rows(results, sid)
         print(SCENARIO_TITLES[sid])
@@ -959,6 +1324,13 @@ def main(argv: list[str]) -> int:
         for line in ratio_lines(sid, h, results):
             print("  " + line[2:])
         print()
+    if memory is not None:
+        print("Memory and start-up (subgate, SQLite)")
+        print("\n".join(memory_lines(memory)))
+        print()
+    print("Targets (issue 5)")
+    print(text_table(["target", "subgate", "peer", "ratio", "verdict"], target_rows(results, memory)))
+    print()
     print(f"results: {out}")
     if not opts.no_doc:
         update_doc(render_section(report))
