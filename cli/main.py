@@ -124,6 +124,16 @@ def _parse_listen(value: str) -> tuple[str, int]:
     help="Also journal messages sent without header.durable.",
 )
 @click.option(
+    "--page-messages",
+    type=click.IntRange(0),
+    default=2000,
+    envvar="SUBGATE_PAGE_MESSAGES",
+    show_default=True,
+    show_envvar=True,
+    help="Messages a durable queue or subscription keeps in memory; the rest is read from the journal as "
+    "consumers get there (0: keep everything in memory).",
+)
+@click.option(
     "--migrate/--no-migrate",
     default=False,
     envvar="SUBGATE_MIGRATE",
@@ -151,6 +161,7 @@ def serve(
     max_frame_size: int,
     idle_timeout: float,
     journal_non_persistent: bool,
+    page_messages: int,
     migrate: bool,
     log_level: str,
 ) -> None:
@@ -176,6 +187,7 @@ def serve(
         max_frame_size=max_frame_size,
         idle_timeout=idle_timeout,
         journal_non_persistent=journal_non_persistent,
+        page_messages=page_messages,
     )
     try:
         code = run_server(settings, migrate=migrate)

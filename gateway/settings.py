@@ -21,3 +21,4 @@ class Settings:
     journal_non_persistent: bool = False  # journal messages without header.durable too
     max_connections: int = 10000
     expiry_sweep_interval: float = 1.0
+    page_messages: int = 2000  # messages a durable queue keeps in memory before it pages from the journal; 0: never
