@@ -333,7 +333,7 @@ class Broker:
         state.links.add(inbound)
         link.max_message_size = self.settings.max_message_size
         accept_attach(link, node.name if target.dynamic and node is not None else None)
-        link.flow(self.settings.credit_window)
+        inbound.top_up()  # the whole window
 
     def _open_consumer(self, link: Link, state: ConnectionState) -> None:
         source = read_terminus(link.remote_source)
@@ -594,7 +594,10 @@ class Broker:
     @guarded
     def on_delivery(self, event: Any) -> None:
         delivery = event.delivery
-        link_state = getattr(delivery.link, "_sg", None)
+        self.delivery_event(getattr(delivery.link, "_sg", None), delivery)
+
+    def delivery_event(self, link_state: Any, delivery: Delivery) -> None:
+        """A delivery changed on one of our links (``gateway.loop`` calls this directly, without an Event)."""
         if isinstance(link_state, Inbound):
             self._receive(link_state, delivery)
         elif isinstance(link_state, CoordinatorLink):
@@ -613,6 +616,7 @@ class Broker:
             return
         raw = link.recv(delivery.pending)
         link.advance()
+        inbound.credit -= 1
         if delivery.aborted or raw is None:
             delivery.settle()
             inbound.top_up()

@@ -19,6 +19,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from gateway.auth import Authenticator
 from gateway.broker import Broker
 from gateway.io import ServerIO
+from gateway.loop import EventLoop
 from gateway.nodes import Topic
 from gateway.paging import row_filter
 from gateway.router import Router
@@ -173,7 +174,7 @@ class Server:
             self.engine.url.render_as_string(hide_password=True),
         )
         try:
-            self.container.run()
+            EventLoop(self.container, self.broker, self.io).run()
         finally:
             self.writer.close()
             self.auth.close()
