@@ -153,6 +153,16 @@ def _parse_listen(value: str) -> tuple[str, int]:
     help="Seconds between re-reads of users, roles and grants from the store.",
 )
 @click.option(
+    "--page-messages",
+    type=click.IntRange(0),
+    default=2000,
+    envvar="SUBGATE_PAGE_MESSAGES",
+    show_default=True,
+    show_envvar=True,
+    help="Messages a durable queue or subscription keeps in memory; the rest is read from the journal as "
+    "consumers get there (0: keep everything in memory).",
+)
+@click.option(
     "--migrate/--no-migrate",
     default=False,
     envvar="SUBGATE_MIGRATE",
@@ -183,6 +193,7 @@ def serve(
     reconnect_timeout: float,
     missing_topic_timeout: float,
     policy_refresh: float,
+    page_messages: int,
     migrate: bool,
     log_level: str,
 ) -> None:
@@ -211,6 +222,7 @@ def serve(
         reconnect_timeout=reconnect_timeout,
         missing_topic_timeout=missing_topic_timeout,
         policy_refresh_interval=policy_refresh,
+        page_messages=page_messages,
     )
     try:
         code = run_server(settings, migrate=migrate)

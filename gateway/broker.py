@@ -416,7 +416,7 @@ class Broker:
         state.links.add(inbound)
         link.max_message_size = self.settings.max_message_size
         accept_attach(link, node.name if target.dynamic and node is not None else None)
-        link.flow(self.settings.credit_window)
+        inbound.top_up()  # the whole window
 
     def _open_removal(self, link: Link, state: ConnectionState, address: str) -> None:
         """A remove-with-session registration (design §3): the open link is the registration; no credit."""
@@ -522,6 +522,7 @@ class Broker:
     def _release_held(self, link: Link, state: ConnectionState) -> None:
         held = getattr(link, "_sg", None)
         if isinstance(held, HeldAttach):
+            held.closed = True  # the link gets a new state now (gateway.loop caches states by link)
             state.links.discard(held)
         link._sg = None
 
@@ -785,7 +786,10 @@ class Broker:
     @guarded
     def on_delivery(self, event: Any) -> None:
         delivery = event.delivery
-        link_state = getattr(delivery.link, "_sg", None)
+        self.delivery_event(getattr(delivery.link, "_sg", None), delivery)
+
+    def delivery_event(self, link_state: Any, delivery: Delivery) -> None:
+        """A delivery changed on one of our links (``gateway.loop`` calls this directly, without an Event)."""
         if isinstance(link_state, Inbound):
             self._receive(link_state, delivery)
         elif isinstance(link_state, CoordinatorLink):
@@ -810,6 +814,7 @@ class Broker:
             return
         raw = link.recv(delivery.pending)
         link.advance()
+        inbound.credit -= 1
         if delivery.aborted or raw is None:
             delivery.settle()
             inbound.top_up()

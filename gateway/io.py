@@ -98,6 +98,7 @@ class ServerIO:
         self._selectables: dict[int, Any] = {}
         self._timed: set[Any] = set()
         self._dirty: set[Channel] = set()
+        self.transports: dict[Any, Channel] = {}  # transport pointer -> its channel (gateway.loop's fast path)
         self._next_tick = 0.0
         self.stop_requested = False
         self._wakeups: dict[int, Callable[[], None]] = {}
@@ -250,6 +251,7 @@ class ServerIO:
         self._configure_transport(transport)
         transport.bind(connection)
         transport._channel = channel
+        self.transports[transport._impl] = channel
         channel.transport = transport
         channel.connection = connection
         if channel.outgoing:
@@ -355,6 +357,7 @@ class ServerIO:
         self._container._selectables -= 1
         transport = channel.transport
         if transport is not None:
+            self.transports.pop(transport._impl, None)
             # Make sure proton sees the end of the stream so the connection is cleaned up (transport events).
             if transport.capacity() >= 0:
                 transport.close_tail()
@@ -391,6 +394,10 @@ class ServerIO:
                 pass
         self._timed.discard(selectable)
         selectable.close()
+
+    def mark_dirty(self, channel: Channel) -> None:
+        """The channel's transport has output: flush it at the end of this loop turn."""
+        self._dirty.add(channel)
 
     def on_transport(self, event: Any) -> None:
         transport = event.transport

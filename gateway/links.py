@@ -33,7 +33,7 @@ class ConnectionState:
 class Inbound:
     """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
 
-    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "closed", "owns", "service")
+    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "credit", "closed", "owns", "service")
 
     def __init__(self, link: Link, conn: ConnectionState, node: Queue | Topic | None, window: int) -> None:
         self.link = link
@@ -42,16 +42,17 @@ class Inbound:
         self.publisher_id = f"{conn.container_id}/{link.name}"
         self.pending = 0  # deliveries waiting for their journal commit
         self.window = window
+        self.credit = 0  # granted and not used yet: kept here, so the hot path never asks proton (pn_link_credit)
         self.closed = False
         self.owns: str | None = None  # a temporary node this link created and whose lifetime it bounds
         self.service = False  # a link to the $management node
 
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it."""
-        link = self.link
-        missing = self.window - link.credit - self.pending
+        missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
-            link.flow(missing)
+            self.link.flow(missing)
+            self.credit += missing
 
 
 class Outbound:

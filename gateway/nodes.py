@@ -8,6 +8,13 @@ the reactor thread.
 A ``Message`` is immutable and shared by every queue it was routed to (fan-out costs no copies); per-queue state
 (failed-delivery counts, consumers that declined it) lives in the queue, keyed by sequence, and only for the
 few messages that have any.
+
+Paging: a durable queue with ``page_limit`` set keeps at most about that many available messages in memory. A
+journaled message that arrives when the queue is full is not kept (the journal has it): the queue only remembers
+the range of sequences that may be in the journal and not in memory (``_paged_after`` < seq <= ``_paged_upto``)
+and, once its consumers have taken it down to half the limit, asks for the next page through ``on_page``. The
+gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Why and the ordering
+argument: docs/architecture.md, "Paging".
 """
 
 from __future__ import annotations
@@ -114,12 +121,27 @@ class Queue:
         self.on_schedule: Callable[[int], None] | None = None  # asks the gateway for a timer at that ms
         self.expired_count = 0
         self.dead_count = 0
+        # Paging (see the module docstring). page_limit 0: everything stays in memory.
+        self.page_limit = 0
+        self.on_page: Callable[[Queue, int, int, int], None] | None = None  # (queue, after, upto, limit)
+        self._paged_after = -1  # -1: not paging
+        self._paged_upto = 0
+        self._paged_count = 0  # messages only in the journal (an estimate after a restart)
+        self._page_pending = False
+        self._last_journaled = 0  # highest journaled sequence taken into memory
+        self._kept: set[int] = set()  # journaled stragglers kept in memory inside the paged range
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
     def depth(self) -> int:
-        """Messages held: available, scheduled and delivered-but-unsettled."""
-        return len(self._ready) + len(self._returned) + len(self._scheduled) + len(self._outstanding)
+        """Messages held: available (in memory or paged out to the journal), scheduled and delivered-but-unsettled."""
+        held = len(self._ready) + len(self._returned) + len(self._scheduled) + len(self._outstanding)
+        return held + self._paged_count
+
+    @property
+    def paging(self) -> bool:
+        """Some of this queue's messages are in the journal only."""
+        return self._paged_after >= 0
 
     @property
     def available(self) -> int:
@@ -134,11 +156,86 @@ class Queue:
         if self._returned:
             candidates.append(self._returned[0][0])
         candidates.extend(seq for _, seq, _ in self._scheduled)
+        if self._paged_after >= 0:
+            candidates.append(self._paged_after + 1)
         return min(candidates) - 1 if candidates else -1
 
     # -- input ---------------------------------------------------------------------------------------------
     def push(self, message: Message, failures: int = 0) -> None:
-        """Enqueue a new (or recovered) message and dispatch."""
+        """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging)."""
+        if message.journaled and self.page_limit and self._page_out(message):
+            return
+        self._take(message, failures)
+        if self.consumers:
+            self.dispatch()
+
+    def _page_out(self, message: Message) -> bool:
+        """True if the message stays in the journal only: the queue is paging and it is the new tail, or the
+        queue is full and it is newer than every journaled message in memory."""
+        seq = message.seq
+        if self._paged_after >= 0:
+            if seq > self._paged_upto:
+                self._paged_upto = seq
+                self._paged_count += 1
+                return True
+            if seq > self._paged_after:
+                self._kept.add(seq)  # a straggler (a transaction committed late): a page read may return it too
+            return False
+        if seq > self._last_journaled and len(self._ready) + len(self._returned) >= self.page_limit:
+            self._paged_after = seq - 1
+            self._paged_upto = seq
+            self._paged_count = 1
+            return True
+        return False
+
+    def page_from(self, after: int, upto: int, count: int) -> None:
+        """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
+        if upto > after:
+            self._paged_after = max(after, self._last_journaled)
+            self._paged_upto = upto
+            self._paged_count = count
+            self._request_page()
+
+    def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
+        """The answer to ``on_page``: the messages (with failure counts), in order, of this queue's journal rows
+        above ``after`` up to ``reached`` (the read went that far; rows it filtered out are not here)."""
+        self._page_pending = False
+        if self._paged_after != after:
+            return  # purged meanwhile, or an answer already applied: stale
+        kept = self._kept
+        for message, failures in rows:
+            if message.seq in kept:
+                continue
+            self._take(message, failures)
+            self._paged_count = max(0, self._paged_count - 1)
+        if reached >= self._paged_upto:
+            self._stop_paging()
+        else:
+            self._paged_after = reached
+            if kept:
+                self._kept = {seq for seq in kept if seq > reached}
+        if self.consumers:
+            self.dispatch()
+
+    def _stop_paging(self) -> None:
+        self._paged_after = -1
+        self._paged_upto = 0
+        self._paged_count = 0
+        self._kept = set()
+
+    def page_failed(self) -> None:
+        """The page read failed; the next dispatch asks again."""
+        self._page_pending = False
+
+    def _request_page(self) -> None:
+        if self._page_pending or self.on_page is None or self._paged_after < 0:
+            return
+        self._page_pending = True
+        self.on_page(self, self._paged_after, self._paged_upto, max(self.page_limit // 2, 1))
+
+    def _take(self, message: Message, failures: int) -> None:
+        if message.journaled and message.seq > self._last_journaled:
+            self._last_journaled = message.seq
         if failures:
             self._failures[message.seq] = failures
         if message.deliver_at and message.deliver_at > now_ms():
@@ -152,8 +249,6 @@ class Queue:
             # non-journaled one: ``_ready`` is then no longer sorted and low_water() must look at all of it.
             self._ready_unordered = True
         ready.append(message)
-        if self.consumers:
-            self.dispatch()
 
     def next_due(self) -> int | None:
         """When the earliest held (delayed) message becomes deliverable, if any."""
@@ -246,6 +341,8 @@ class Queue:
         if skipped is not None:
             for message in skipped:
                 heapq.heappush(self._returned, (message.seq, message))
+        if self._paged_after >= 0 and len(self._ready) + len(self._returned) <= self.page_limit // 2:
+            self._request_page()
 
     def _wants(self, consumer: Consumer, message: Message) -> bool:
         declined = self._declined.get(message.seq)
@@ -327,6 +424,7 @@ class Queue:
         self._ready_unordered = False
         self._returned.clear()
         self._scheduled.clear()
+        self._stop_paging()
 
 
 class Topic:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gateway import codec
 from gateway.nodes import Message, Queue, Topic, now_ms
+from gateway.paging import Pager
 from gateway.settings import Settings
 from gateway.topic_space import TopicSpace
 from mapping.addresses import QUEUE, NodeDecision, resolve_node
@@ -60,6 +61,7 @@ class Router:
         self._next_cursor_id = catalog.max_cursor_id
         self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
         self.topics = TopicSpace()  # cursor id -> the queue it records
+        self.pager = Pager(writer, settings.page_messages)
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
@@ -125,6 +127,7 @@ class Router:
             node = Queue(name, durable=durable, cursor=cursor)
             if cursor is not None:
                 self.track_cursor(cursor, node)
+                self.pager.attach(node, cursor.cursor_id, name)
         else:
             if durable:
                 self._next_node_id += 1
@@ -156,6 +159,7 @@ class Router:
         cursor = JournalCursor(cursor_id, self.writer)
         queue = Queue(name, durable=True, cursor=cursor)
         self.track_cursor(cursor, queue)
+        self.pager.attach(queue, cursor_id, name)
         self.nodes[name] = queue
         return queue
 

@@ -1,7 +1,8 @@
 """Assembling and running the server: store check, recovery, container, journal writer, signals.
 
 Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), load
-the catalog and every durable queue's backlog, start the journal writer and the container, log the listening
+the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
+consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
 address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections and return 0.
 """
 
@@ -15,21 +16,21 @@ from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from gateway import codec
 from gateway.auth import Authenticator
 from gateway.broker import Broker
 from gateway.io import ServerIO
-from gateway.nodes import Message, Topic
+from gateway.loop import EventLoop
+from gateway.nodes import Topic
+from gateway.paging import row_filter
 from gateway.policy import PolicyLoader
 from gateway.router import Router
 from gateway.selection import compile_selector
 from gateway.settings import Settings
 from gateway.subscriptions import Subscriptions
-from storage.catalog import backlog, load_catalog
+from storage.catalog import load_catalog
 from storage.db import make_engine, schema_status, session_factory, upgrade
 from storage.errors import SchemaOutOfDate
 from storage.journal import BatchResult, JournalWriter
-from storage.records import StoredMessage
 from storage.removals import list_removal_registrations, max_removal_registration_id
 from storage.subscriptions import list_subscriptions, reset_runtime
 
@@ -63,24 +64,12 @@ def _configure_transport(settings: Settings) -> Callable[[Any], None]:
     return configure
 
 
-def _restored(stored: StoredMessage) -> Message:
-    env = codec.scan(stored.payload)
-    return Message(
-        stored.id,
-        stored.payload,
-        header_count=env.delivery_count,
-        durable=env.durable,
-        priority=env.priority,
-        expires=stored.expires_ms or 0,
-        deliver_at=stored.deliver_ms or 0,
-        journaled=True,
-    )
-
-
 def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
-    """Rebuild durable queues, durable subscriptions and their unacknowledged messages from the journal;
-    returns the message count. Volatile subscription rows (left by a crash) are removed."""
+    """Rebuild durable queues, durable subscriptions and the first page of their unacknowledged messages from
+    the journal; returns the message count (loaded and left in the journal). Volatile subscription rows (left
+    by a crash) are removed."""
     count = 0
+    upto = router.last_seq  # every journal row of the previous run
     with sessions() as session:
         removed = reset_runtime(session)
         session.commit()
@@ -97,9 +86,7 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
             if cursor is None:
                 continue
             queue = router.restore_queue(node.name, cursor.id)
-            for stored in backlog(session, cursor):
-                queue.push(_restored(stored), stored.failures)
-                count += 1
+            count += sum(router.pager.recover(session, queue, cursor, upto))
         for record in list_subscriptions(session):
             sub_cursor = by_id.get(record.cursor_id) if record.cursor_id is not None else None
             if not record.durable or sub_cursor is None:
@@ -109,13 +96,9 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
                 topic = router.restore_topic(record.topic)
             matcher = compile_selector(record.selector)
             sub = subscriptions.restore(record, topic, matcher)
-            own = f"{record.client_id}/" if record.no_local and record.client_id is not None else None
-            for stored in backlog(session, sub_cursor):
-                if own is not None and (stored.publisher_id or "").startswith(own):
-                    continue  # no-local: published by the subscription's own ClientID
-                if matcher is None or matcher(stored.payload):
-                    sub.queue.push(_restored(stored), stored.failures)
-                    count += 1
+            no_local_id = record.client_id if record.no_local else None  # drops its own ClientID's messages
+            accepts = row_filter(no_local_id, matcher)
+            count += sum(router.pager.recover(session, sub.queue, sub_cursor, upto, accepts))
     return count
 
 
@@ -200,7 +183,7 @@ class Server:
             self.engine.url.render_as_string(hide_password=True),
         )
         try:
-            self.container.run()
+            EventLoop(self.container, self.broker, self.io).run()
         finally:
             self.writer.close()
             self.auth.close()

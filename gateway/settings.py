@@ -24,3 +24,4 @@ class Settings:
     reconnect_timeout: float = 60.0  # seconds a lost connection keeps its remove-with-session registrations
     missing_topic_timeout: float = 10.0  # seconds a subscribe/fetch waits for silent missing-topic handlers
     policy_refresh_interval: float = 2.0  # seconds between re-reads of principals, roles and grants
+    page_messages: int = 2000  # messages a durable queue keeps in memory before it pages from the journal; 0: never

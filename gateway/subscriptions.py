@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from gateway.nodes import Message, Queue, Topic, now_ms
+from gateway.paging import row_filter
 from gateway.router import JournalCursor, Router
 from mapping.subscriptions import Details, Existing, Kind, SubscriptionKey
 from storage.records import SubscriptionRecord
@@ -124,6 +125,8 @@ class Subscriptions:
             topic.durable_subscriptions += 1
         sub = Subscription(sub_id, key, kind, details, queue, topic, cursor, now_ms(), container_id)
         no_local_id = container_id if details.no_local else None
+        if cursor is not None:
+            router.pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
         topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
         if key is not None:
             self.by_key[key] = sub
@@ -146,6 +149,7 @@ class Subscriptions:
         sub = Subscription(record.id, key, kind, details, queue, topic, cursor, record.created_ms, origin_id)
         no_local_id = origin_id if record.no_local and record.client_id is not None else None
         topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
+        self.router.pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
         return sub

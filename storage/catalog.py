@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, Select, func, select
 from sqlalchemy.orm import Session
 
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
-from storage.records import Catalog, CursorRecord, NodeRecord, StoredMessage
+from storage.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
 
 
 def load_catalog(session: Session) -> Catalog:
@@ -35,12 +36,12 @@ def load_catalog(session: Session) -> Catalog:
     )
 
 
-def backlog(session: Session, cursor: CursorRecord, batch: int = 5000) -> Iterator[StoredMessage]:
-    """The journaled messages of ``cursor.address`` above the low-water mark that the cursor has not acked."""
-    acked = select(Ack.message_id).where(Ack.cursor_id == cursor.id)
+def _backlog_stmt(cursor_id: int, address: str, after: int, upto: int | None = None) -> Select[Any]:
+    """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order."""
+    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
     failures = (
         select(DeliveryFailure.failures)
-        .where(DeliveryFailure.cursor_id == cursor.id, DeliveryFailure.message_id == JournalMessage.id)
+        .where(DeliveryFailure.cursor_id == cursor_id, DeliveryFailure.message_id == JournalMessage.id)
         .scalar_subquery()
     )
     stmt = (
@@ -53,15 +54,40 @@ def backlog(session: Session, cursor: CursorRecord, batch: int = 5000) -> Iterat
             JournalMessage.publisher_id,
         )
         .where(
-            JournalMessage.address == cursor.address,
-            JournalMessage.id > cursor.low_water,
+            JournalMessage.address == address,
+            JournalMessage.id > after,
             JournalMessage.id.not_in(acked),
         )
         .order_by(JournalMessage.id)
-        .execution_options(yield_per=batch)
     )
+    return stmt if upto is None else stmt.where(JournalMessage.id <= upto)
+
+
+def _stored(row: Any) -> StoredMessage:
+    return StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5])
+
+
+def backlog(
+    session: Session, cursor: CursorRecord, batch: int = 5000, *, after: int | None = None
+) -> Iterator[StoredMessage]:
+    """The journaled messages of ``cursor.address`` above the low-water mark (or above ``after``, when higher)
+    that the cursor has not acked."""
+    low = cursor.low_water if after is None else max(after, cursor.low_water)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low).execution_options(yield_per=batch)
     for row in session.execute(stmt):
-        yield StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5])
+        yield _stored(row)
+
+
+def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int) -> int:
+    """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
+    stmt = _backlog_stmt(cursor.id, cursor.address, max(after, cursor.low_water), upto).subquery()
+    return session.scalar(select(func.count()).select_from(stmt)) or 0
+
+
+def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:
+    """One page of a backlog (``PageRead``), on a connection the caller owns (the journal writer's)."""
+    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto).limit(read.limit)
+    return [_stored(row) for row in conn.execute(stmt)]
 
 
 def _ms(value: datetime | None) -> int | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, update
 
+from storage.catalog import read_page
 from storage.models import (
     Ack,
     AckCursor,
@@ -32,7 +33,7 @@ from storage.models import (
     RemovalRegistration,
     Subscription,
 )
-from storage.records import NewMessage, SubscriptionRecord
+from storage.records import NewMessage, PageRead, StoredMessage, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 
@@ -55,6 +56,20 @@ class BatchResult:
     error: BaseException | None
     size: int
     failed: list[Any] = field(default_factory=list)
+
+
+class _PageAnswer:
+    """A page read's token with its rows: called like a barrier token, it calls ``token(rows)`` (or
+    ``token(error)`` when the batch failed)."""
+
+    __slots__ = ("token", "rows")
+
+    def __init__(self, token: Callable[[Any], None], rows: list[StoredMessage]) -> None:
+        self.token = token
+        self.rows = rows
+
+    def __call__(self, error: BaseException | None) -> None:
+        self.token(self.rows if error is None else error)
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -129,6 +144,12 @@ class JournalWriter:
         ``token`` comes back (in ``tokens`` or ``failed``) like a message's."""
         self._queue.put(("txn", messages, acks, token))
 
+    def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None:
+        """Read a page of a backlog once everything submitted before it is committed (so every row it returns
+        has already been reported committed); ``token`` is called on the reactor thread with the list of
+        ``StoredMessage`` rows, or with the exception if the read failed."""
+        self._queue.put(("page", read, token))
+
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""
         self._queue.put(("barrier", token))
@@ -184,7 +205,7 @@ class JournalWriter:
             except Exception as exc:
                 error = exc
                 log.error("journal write %s failed and was not applied: %s", item[0], exc)
-                if item[0] in ("msg", "barrier", "txn"):
+                if item[0] in ("msg", "barrier", "txn", "page"):
                     failed.append(item[-1])
         return tokens, failed, error
 
@@ -206,6 +227,14 @@ class JournalWriter:
                     messages.extend(_message_row(m) for m in item[1])
                     acks.extend({"cursor_id": c, "message_id": m} for c, m in item[2])
                     tokens.append(item[3])
+                elif kind == "page":
+                    if messages:  # the read sees every row written before it
+                        conn.execute(insert(_MESSAGES), messages)
+                        messages = []
+                    if acks:
+                        conn.execute(insert(_ACKS), _unique(acks))
+                        acks = []
+                    tokens.append(_PageAnswer(item[2], read_page(conn, item[1])))
                 else:
                     # Structural writes keep their order relative to the rows around them.
                     if messages:

@@ -58,6 +58,18 @@ class StoredMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class PageRead:
+    """A read of one page of a durable queue's backlog: its journal rows above ``after`` up to ``upto`` that
+    ``cursor_id`` has not acked, at most ``limit`` of them, in order (the journal writer runs it)."""
+
+    cursor_id: int
+    address: str
+    after: int
+    upto: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class Catalog:
     """Everything the server needs at start-up besides the backlogs themselves."""
 
