@@ -22,7 +22,7 @@ from proton.reactor import Container
 
 from gateway import codec, management
 from gateway.io import connection_channel
-from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, reject
+from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.router import Router
 from gateway.selection import compile_selector
@@ -848,9 +848,7 @@ class Broker:
             self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
-            if not delivery.settled:
-                delivery.update(Delivery.ACCEPTED)
-            delivery.settle()
+            accept(delivery)
         inbound.top_up()
 
     def _manage(self, delivery: Delivery, raw: bytes) -> None:
@@ -933,9 +931,7 @@ class Broker:
             touched.add(inbound)
             self._route(node, message)
             if not inbound.closed:
-                if not delivery.settled:
-                    delivery.update(Delivery.ACCEPTED)
-                delivery.settle()
+                accept(delivery)
         for token in result.failed:
             if callable(token):
                 token(result.error)

@@ -1091,6 +1091,9 @@ def _annotation_entries(raw: bytes, env: Envelope) -> tuple[bytes, list[tuple[ob
     return raw[env.annotations_start : pos], entries
 
 
+_ANNOTATION_KEYS: dict[str, bytes] = {}
+
+
 def _annotation_section(descriptor: bytes, entries: Iterable[bytes], count: int) -> bytes:
     return descriptor + _compound_bytes(0xC1, 0xD1, 2 * count, b"".join(entries))
 
@@ -1112,9 +1115,19 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
     for key, value in extra.items():
         if not isinstance(key, str):
             raise CodecError(f"message-annotation key {key!r} is not a string")
-        fresh[key] = _encode_symbol(key) + encode_value(value)
+        encoded_key = _ANNOTATION_KEYS.get(key)
+        if encoded_key is None:
+            encoded_key = _encode_symbol(key)
+            if len(_ANNOTATION_KEYS) < 64:  # the broker's own few keys (x-opt-bookmark): encoded once
+                _ANNOTATION_KEYS[key] = encoded_key
+        fresh[key] = encoded_key + encode_value(value)
     if env.annotations_start < 0:
-        at = next(p for p in (env.properties_start, env.app_properties_start, env.body_start) if p >= 0)
+        # Insert before the first of properties, application-properties and body (every message has a body).
+        at = env.properties_start
+        if at < 0:
+            at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
+        if at < 0:
+            at = len(raw)
         section = _annotation_section(b"\x00\x53\x72", fresh.values(), len(fresh))
         return _splice(raw, at, section, at)
     descriptor, entries = _annotation_entries(raw, env)

@@ -9,6 +9,15 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from cproton import (
+    PN_ACCEPTED,
+    pn_delivery,
+    pn_delivery_settle,
+    pn_delivery_settled,
+    pn_delivery_update,
+    pn_link_advance,
+    pn_link_send,
+)
 from proton import Condition, Delivery, Link
 
 from gateway import codec
@@ -86,7 +95,8 @@ class Outbound:
         self.fetch: deque[Message] | None = None  # current values still to send on a fetch link
         self.selector_sub: Any = None  # gateway.topic_space.SelectorSubscription
         self.credit = 0
-        self.unsettled: dict[str, Message] = {}
+        # Keyed by the C delivery (a cffi pointer; a Delivery wrapper's ``_impl`` compares and hashes equal).
+        self.unsettled: dict[Any, Message] = {}
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
         self.closed = False
@@ -103,16 +113,18 @@ class Outbound:
         if failures != message.header_count:
             raw = codec.with_delivery_count(raw, codec.scan(raw), failures)
         self._tag += 1
-        tag = str(self._tag)  # python-proton hands tags around as str (UTF-8); a decimal counter is compact
-        delivery = link.delivery(tag)
-        link.send(raw)
-        link.advance()
+        # Straight to proton-c: no Delivery wrapper (its settlement comes back as a PN_DELIVERY event, which
+        # wraps it then). The tag is a decimal counter, compact and unique per link.
+        impl = link._impl
+        delivery = pn_delivery(impl, str(self._tag))
+        pn_link_send(impl, raw)
+        pn_link_advance(impl)
         self.credit -= 1
         if self.presettled:
-            delivery.settle()
+            pn_delivery_settle(delivery)
             self.queue.discard_delivered(message)
         else:
-            self.unsettled[tag] = message
+            self.unsettled[delivery] = message
 
     def deliver_copy(self, message: Message) -> None:
         """Browsing: a pre-settled copy; the message stays on the queue."""
@@ -126,7 +138,7 @@ class Outbound:
         self.browsed = message.seq
 
     def settled_message(self, delivery: Delivery) -> Message | None:
-        return self.unsettled.pop(delivery.tag, None)
+        return self.unsettled.pop(delivery._impl, None)
 
 
 class Lookup:
@@ -152,6 +164,15 @@ class CoordinatorLink:
         self.conn = conn
         self.closed = False
         self.owns: str | None = None
+
+
+def accept(delivery: Delivery) -> None:
+    """Settle a delivery as accepted (unless the peer settled it already), straight through proton-c: the
+    wrapper's ``update`` first copies its Python-side disposition fields into C, which an accept does not need."""
+    impl = delivery._impl
+    if not pn_delivery_settled(impl):
+        pn_delivery_update(impl, PN_ACCEPTED)
+    pn_delivery_settle(impl)
 
 
 def reject(delivery: Delivery, condition: str, description: str) -> None:
