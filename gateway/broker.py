@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
@@ -100,6 +101,7 @@ SOLE_CONNECTION = "sole-connection-for-container"
 DECODE_ERROR = "amqp:decode-error"
 
 
+_ACCEPTED = settle_outcome("accepted")
 _OUTCOME_NAMES = {
     Delivery.ACCEPTED: "accepted",
     Delivery.REJECTED: "rejected",
@@ -209,6 +211,11 @@ class Broker:
             queues = node.subscriptions if isinstance(node, Topic) else [node]
             for queue in queues:
                 queue.expire_due(now)
+        for state in self.connections:
+            for link_state in state.links:
+                if type(link_state) is Inbound and not link_state.pending and not link_state.closed:
+                    if link_state.resync():
+                        log.warning("publisher link %r: credit count had drifted; resynchronised", link_state.link.name)
         for cursor, queue in self.router.tracked.values():
             if cursor.acks_since_low_water:
                 self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
@@ -787,6 +794,17 @@ class Broker:
     def on_delivery(self, event: Any) -> None:
         delivery = event.delivery
         self.delivery_event(getattr(delivery.link, "_sg", None), delivery)
+
+    def raw_delivery_event(self, link_state: Any, impl: Any) -> None:
+        """``gateway.loop``'s fast path, with the C delivery: a consumer's plain ``accepted`` is applied without a
+        Delivery wrapper; everything else goes to ``delivery_event``."""
+        if type(link_state) is Outbound and pn_delivery_remote_state(impl) == PN_ACCEPTED:
+            message = link_state.unsettled.pop(impl, None)
+            pn_delivery_settle(impl)
+            if message is not None:
+                link_state.queue.settle(message, _ACCEPTED, link_state)
+            return
+        self.delivery_event(link_state, Delivery.wrap(impl))
 
     def delivery_event(self, link_state: Any, delivery: Delivery) -> None:
         """A delivery changed on one of our links (``gateway.loop`` calls this directly, without an Event)."""

@@ -63,6 +63,16 @@ class Inbound:
             self.link.flow(missing)
             self.credit += missing
 
+    def resync(self) -> bool:
+        """Take proton's count of the credit as the truth again and top up; True if ours had drifted. The
+        housekeeping calls it once a second for publishers with nothing in flight, so a miscount can only ever
+        slow a publisher down, never stall it."""
+        actual = self.link.credit
+        drifted = actual != self.credit
+        self.credit = actual
+        self.top_up()
+        return drifted
+
 
 class Outbound:
     """A consumer: the client's receiver, our sender, attached to one queue (a topic subscription's or a

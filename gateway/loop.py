@@ -7,8 +7,8 @@ At one or two events per message that is about half of the reactor's time (docs/
 
 Here the loop reads the raw event type first and takes two fast paths:
 
-- ``PN_DELIVERY`` on a link the broker knows (found by the link's C pointer, without a wrapper): one
-  ``Delivery`` wrapper and a direct call of ``Broker.delivery_event``.
+- ``PN_DELIVERY`` on a link the broker knows (found by the link's C pointer, without a wrapper): a direct
+  call of ``Broker.raw_delivery_event`` with the C delivery (which wraps it only when it needs to).
 - ``PN_TRANSPORT`` (output is pending) on a transport ``ServerIO`` knows: it is marked for the next flush.
 
 Every other event (connection, session and link endpoints, timers, selectables, application events from
@@ -33,7 +33,7 @@ from cproton import (
     pn_event_transport,
     pn_event_type,
 )
-from proton import Condition, Delivery, Endpoint, Link
+from proton import Condition, Endpoint, Link
 from proton._events import Event
 from proton.reactor import Container
 
@@ -83,7 +83,7 @@ class EventLoop:
         broker = self._broker
         io = self._io
         transports = io.transports
-        delivery_event = broker.delivery_event
+        delivery_event = broker.raw_delivery_event
         previous = 0
         while True:
             if container._yield:
@@ -111,7 +111,7 @@ class EventLoop:
                 state = self._link_state(pn_delivery_link(delivery))
                 if state is not None:
                     try:
-                        delivery_event(state, Delivery.wrap(delivery))
+                        delivery_event(state, delivery)
                     except Exception:
                         log.exception("internal error in on_delivery")
                         _close_link(state.link)
