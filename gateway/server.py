@@ -8,6 +8,7 @@ address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connecti
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -194,6 +195,9 @@ class Server:
 
 
 def serve(settings: Settings, *, migrate: bool = False) -> int:
+    # The hot path calls proton-c directly (gateway.loop, gateway.links): should it ever crash, the log gets
+    # every thread's Python stack.
+    faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
     server = Server(settings)
     server.listen()
