@@ -41,15 +41,13 @@ from gateway.topic_admin import PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
 from gateway.topic_control import (
     CONTROL_PREFIX,
     FETCH,
-    HANDLER_PREFIX,
-    REMOVAL_PREFIX,
     SUBSCRIBE,
     HandlerLink,
     HeldAttach,
     RemovalLink,
     TopicControl,
-    control_branch,
     handler_path,
+    removal_branch,
 )
 from gateway.topic_space import TopicsError, fetch_selector, selector_address
 from gateway.transacting import Transacting
@@ -160,12 +158,6 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         return compile_selector(selector)
     except SelectorError as exc:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
-
-
-def _control_direction(address: str, prefix: str, expected: str) -> None:
-    """A ``$subgate/`` address used by the wrong kind of link (or no such control node) is not-found."""
-    if not address.startswith(prefix):
-        raise Refused(NOT_FOUND, f"no control node at {address!r} for this link ({expected}; see docs/topics.md)")
 
 
 class Broker:
@@ -427,8 +419,7 @@ class Broker:
 
     def _open_removal(self, link: Link, state: ConnectionState, address: str) -> None:
         """A remove-with-session registration (design §3): the open link is the registration; no credit."""
-        _control_direction(address, REMOVAL_PREFIX, "remove-with-session registrations are sending links")
-        branch = control_branch(address, REMOVAL_PREFIX)
+        branch = removal_branch(address)
         self._check(state, Permission.MODIFY_TOPIC, branch)
         removal = self.control.register_removal(link, state, branch)
         link._sg = removal
@@ -437,8 +428,6 @@ class Broker:
 
     def _open_handler(self, link: Link, state: ConnectionState, address: str) -> None:
         """A missing-topic handler registration (design §3): notifications are sent on this link."""
-        if address != HANDLER_PREFIX.rstrip("/"):
-            _control_direction(address, HANDLER_PREFIX, "missing-topic handlers are receiving links")
         path = handler_path(address)
         self._check(state, Permission.REGISTER_HANDLER)
         handler = self.control.register_handler(link, state, path)

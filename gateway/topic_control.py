@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
 
-from mapping.errors import INVALID_FIELD, Refused
+from mapping.errors import INVALID_FIELD, NOT_FOUND, Refused
 from topics import MissingTopicHandlers, Registration, RemovalRegistry, Selector, TopicsError, validate_path
 
 log = logging.getLogger("subgate.topic_control")
@@ -47,12 +47,16 @@ SUBSCRIBE = "subscribe"
 FETCH = "fetch"
 
 
-def control_branch(address: str, prefix: str) -> str:
-    """The branch path a control address names.
+def control_branch(address: str, prefix: str, expected: str) -> str:
+    """The branch path a ``$subgate/`` address names after ``prefix``.
 
     Raises:
-        Refused: amqp:invalid-field when the rest of the address is not a valid topic path.
+        Refused: amqp:not-found when the address does not start with ``prefix`` (no such control node, or one
+            for the other link direction: ``expected`` says which); amqp:invalid-field when the rest is not a
+            valid topic path.
     """
+    if not address.startswith(prefix):
+        raise Refused(NOT_FOUND, f"no control node at {address!r} for this link ({expected}; see docs/topics.md)")
     branch = address[len(prefix) :]
     try:
         return validate_path(branch)
@@ -60,15 +64,17 @@ def control_branch(address: str, prefix: str) -> str:
         raise Refused(INVALID_FIELD, f"{prefix}<branch>: {exc}") from None
 
 
-def handler_path(address: str) -> str:
-    """The branch a missing-topic handler address names; ``$subgate/missing-topic`` (or ``.../``) is the root.
+def removal_branch(address: str) -> str:
+    """The branch a remove-with-session target names (see ``control_branch`` for the refusals)."""
+    return control_branch(address, REMOVAL_PREFIX, "remove-with-session registrations are sending links")
 
-    Raises:
-        Refused: amqp:invalid-field for an invalid path.
-    """
+
+def handler_path(address: str) -> str:
+    """The branch a missing-topic handler source names; ``$subgate/missing-topic`` (or ``.../``) is the root
+    (see ``control_branch`` for the refusals)."""
     if address in (HANDLER_PREFIX, HANDLER_PREFIX.rstrip("/")):
         return ""
-    return control_branch(address, HANDLER_PREFIX)
+    return control_branch(address, HANDLER_PREFIX, "missing-topic handlers are receiving links")
 
 
 class RemovalLink:
@@ -183,19 +189,20 @@ class TopicControl:
         self.handlers: MissingTopicHandlers[HandlerLink] = MissingTopicHandlers()
         self._resumes: dict[int, tuple[Callable[[], None], Callable[[str], None]]] = {}
         self.journal: RemovalJournal | None = None
-        self._rows: dict[Registration[Any], int] = {}  # open registration -> its row in the store
+        self._rows: dict[Registration[Any], int] = {}  # registration the registry holds -> its row in the store
         self._next_row = 0
-        self._lost: dict[Any, tuple[float, list[Registration[Any]]]] = {}  # lost connection -> deadline, held
 
     def restore(self, records: list[Any], next_row: int) -> None:
         """Registrations stored by an earlier run (storage.removals.RemovalRecord): each waits the reconnection
         timeout as if its connection had just been lost."""
         self._next_row = max(self._next_row, next_row)
         by_container: dict[str | None, PreviousRun] = {}
+        owners: list[PreviousRun] = []
         for record in records:
             owner = by_container.get(record.container_id) if record.container_id else None
             if owner is None:
                 owner = PreviousRun(record.container_id)
+                owners.append(owner)
                 if record.container_id:
                     by_container[record.container_id] = owner
             try:
@@ -206,23 +213,19 @@ class TopicControl:
                 continue
             self._rows[registration] = record.id
             log.info("restored remove-with-session registration on %r of %r", record.branch, record.container_id)
-        for owner in {id(o): o for o in self._owners_of_rows()}.values():
+        for owner in owners:
             self.connection_ended(owner, abrupt=True)
 
-    def _owners_of_rows(self) -> list[Any]:
-        return [registration.connection for registration in self._rows]
+    def _held(self, registration: Registration[Any]) -> bool:
+        return registration in self.removals.registrations(registration.branch)
 
     def _persist(self, registration: Registration[Any]) -> None:
         if registration in self._rows:
             return  # the same registration again: one row
-        for connection, (_deadline, held) in self._lost.items():
-            old = next((r for r in held if _same_request(r, registration)), None)
-            if old is not None:  # a take-over: the lost registration's row now stands for this one
-                held.remove(old)
-                self._rows[registration] = self._rows.pop(old)
-                if not held:
-                    del self._lost[connection]
-                return
+        taken_over = next((old for old in self._rows if _same_request(old, registration) and not self._held(old)), None)
+        if taken_over is not None:  # the registry let this one replace a lost one: its row now stands for it
+            self._rows[registration] = self._rows.pop(taken_over)
+            return
         self._next_row += 1
         self._rows[registration] = self._next_row
         if self.journal is not None:
@@ -230,11 +233,11 @@ class TopicControl:
                 self._next_row, registration.branch, registration.container_id, registration.name or ""
             )
 
-    def _release_rows(self, registrations: list[Registration[Any]]) -> None:
-        for registration in registrations:
-            row = self._rows.pop(registration, None)
-            if row is not None:
-                self._forget(row)
+    def _drop_released_rows(self) -> None:
+        """Forget the rows of registrations the registry no longer holds (deregistered, connection closed,
+        grace over)."""
+        for registration in [r for r in self._rows if not self._held(r)]:
+            self._forget(self._rows.pop(registration))
 
     def _forget(self, row: int) -> None:
         if self.journal is not None:
@@ -258,17 +261,13 @@ class TopicControl:
     def removal_ended(self, removal: RemovalLink) -> None:
         """The registration link ended while its connection lives on: deregister, remove nothing."""
         if self.removals.deregister(removal.registration):
-            self._release_rows([removal.registration])
+            self._drop_released_rows()
             log.info("remove-with-session deregistered on %r", removal.registration.branch)
 
     def connection_ended(self, conn: Any, *, abrupt: bool) -> None:
         """A connection closed (``abrupt=False``) or was lost: remove its branches now or after the grace."""
-        held = [registration for registration in self._rows if registration.connection is conn]
         closure = self.removals.connection_closed(conn, self._clock(), abrupt, self.reconnect_timeout)
-        if closure.pending is None:
-            self._release_rows(held)
-        else:
-            self._lost[conn] = (closure.pending.deadline, held)
+        self._drop_released_rows()
         for branch in closure.remove:
             self._removing(branch, "its last registered connection closed")
         if closure.pending is not None:
@@ -283,11 +282,9 @@ class TopicControl:
 
     def _grace_ended(self) -> None:
         now = self._clock()
-        for connection, (deadline, held) in list(self._lost.items()):
-            if deadline <= now:
-                del self._lost[connection]
-                self._release_rows(held)
-        for branch in self.removals.due(now):
+        due = self.removals.due(now)
+        self._drop_released_rows()
+        for branch in due:
             self._removing(branch, "the reconnection timeout of its last registered connection passed")
         following = self.removals.next_deadline()
         if following is not None:  # a timer may fire early (the reactor's clock is not ours): look again then

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from proton import Delivery, Link, Message
 
-from gateway.topic_control import HANDLER_PREFIX, REMOVAL_PREFIX, TopicControl, control_branch, handler_path
+from gateway.topic_control import HANDLER_PREFIX, REMOVAL_PREFIX, TopicControl, handler_path, removal_branch
 from mapping.errors import Refused
 from topics import parse_selector
 
@@ -94,12 +94,16 @@ def notification(link: FakeLink, index: int = -1) -> dict[str, object]:
 
 
 def test_addresses():
-    assert control_branch(REMOVAL_PREFIX + "a/b", REMOVAL_PREFIX) == "a/b"
+    assert removal_branch(REMOVAL_PREFIX + "a/b") == "a/b"
     assert handler_path(HANDLER_PREFIX + "a") == "a"
     assert handler_path(HANDLER_PREFIX) == "" and handler_path(HANDLER_PREFIX.rstrip("/")) == ""
     with pytest.raises(Refused) as bad:
-        control_branch(REMOVAL_PREFIX + "a//b", REMOVAL_PREFIX)
+        removal_branch(REMOVAL_PREFIX + "a//b")
     assert bad.value.condition == "amqp:invalid-field"
+    for wrong_direction in (lambda: removal_branch(HANDLER_PREFIX + "a"), lambda: handler_path(REMOVAL_PREFIX + "a")):
+        with pytest.raises(Refused) as missing:
+            wrong_direction()
+        assert missing.value.condition == "amqp:not-found"
 
 
 def test_clean_close_removes_at_once_and_a_lost_connection_after_the_grace():
