@@ -98,18 +98,24 @@ def tree_command(
     print_tree(view)
 
 
-def _offline_view(target: Target, selector: str | None) -> TreeView:
+def _stored_selection(session: Any, selector: str | None) -> list[str]:
+    """The store's topic paths, or those ``selector`` selects, sorted."""
     from storage.topics import list_topics
     from topics import TopicTree
 
+    paths = list_topics(session)
+    if selector is None:
+        return paths
+    tree: TopicTree[None] = TopicTree()
+    for path in paths:
+        if is_valid_path(path):
+            tree.add(path)
+    return sorted(tree.select(selector))
+
+
+def _offline_view(target: Target, selector: str | None) -> TreeView:
     with _store(target) as session:
-        paths = list_topics(session)
-    if selector is not None:
-        tree: TopicTree[None] = TopicTree()
-        for path in paths:
-            if is_valid_path(path):
-                tree.add(path)
-        paths = sorted(tree.select(selector))
+        paths = _stored_selection(session, selector)
     return TreeView([{"path": path} for path in paths], live=False)
 
 
@@ -203,14 +209,9 @@ def remove_command(
 
 
 def _remove_offline(target: Target, selector: str) -> list[str]:
-    from storage.topics import list_topics, remove_topics
-    from topics import TopicTree
+    from storage.topics import remove_topics
 
     with _store(target) as session:
-        tree: TopicTree[None] = TopicTree()
-        for path in list_topics(session):
-            if is_valid_path(path):
-                tree.add(path)
-        selected = sorted(tree.select(selector))
+        selected = _stored_selection(session, selector)
         remove_topics(session, selected)
     return selected

@@ -43,7 +43,7 @@ class PolicyLoader:
         when principals appear or disappear, before its verdict)."""
         try:
             policy = read_policy(self._sessions)
-        except Exception:
+        except Exception:  # the store may be briefly unavailable: keep the last policy
             log.exception("could not read permissions from the store")
             return
         self._injector.trigger(ApplicationEvent("policy_loaded", subject=policy))
@@ -55,13 +55,9 @@ class PolicyLoader:
 
     def _load(self) -> None:
         try:
-            policy = read_policy(self._sessions)
-        except Exception:  # the store may be briefly unavailable: keep the last policy
-            log.exception("could not read permissions from the store")
-            return
+            self.publish_now()
         finally:
             self._busy.release()
-        self._injector.trigger(ApplicationEvent("policy_loaded", subject=policy))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
