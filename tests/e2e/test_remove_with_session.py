@@ -15,10 +15,9 @@ import pytest
 from proton import Message
 from proton.utils import LinkDetached
 
-from cli.management import ManagementClient
 from tests.e2e.conftest import STORES
 from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
-from tests.support.control import ControlClient
+from tests.support.control import ControlClient, removals, topic_paths, until
 from tests.support.jms import _LinkEnd
 from tests.support.server import SubgateProcess, module_server
 
@@ -32,30 +31,11 @@ def shared_server(request, tmp_path_factory) -> Iterator[SubgateProcess]:
         yield server
 
 
-def topics(server: SubgateProcess, selector: str) -> list[str]:
-    with ManagementClient("127.0.0.1", server.port) as client:
-        return sorted(t["path"] for t in client.query_topics(selector)["topics"])
-
-
-def removals(server: SubgateProcess) -> dict[str, int]:
-    with ManagementClient("127.0.0.1", server.port) as client:
-        return {r["branch"]: r["registrations"] for r in client.query_topics()["removals"]}
-
-
 def create(server: SubgateProcess, *paths: str) -> None:
     conn = connect(server.url)
     for path in paths:
         send_all(sender(conn, path, "topic"), [path])
     conn.close()
-
-
-def until(condition, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def test_seed_001_two_sessions_on_one_branch(broker, uid):
@@ -68,9 +48,9 @@ def test_seed_001_two_sessions_on_one_branch(broker, uid):
     assert second.register_removal(f"{root}/foo/bar").refusal is None  # same path, another session: allowed
     assert removals(broker)[f"{root}/foo/bar"] == 2
     first.close()
-    assert topics(broker, f">{root}//") == [f"{root}/foo/bar/baz", f"{root}/foo/bar/fred/qux", f"{root}/foo/other"]
+    assert topic_paths(broker, f">{root}//") == [f"{root}/foo/bar/baz", f"{root}/foo/bar/fred/qux", f"{root}/foo/other"]
     second.close()
-    assert until(lambda: topics(broker, f">{root}//") == [f"{root}/foo/other"])
+    assert until(lambda: topic_paths(broker, f">{root}//") == [f"{root}/foo/other"])
     assert f"{root}/foo/bar" not in removals(broker)
 
 
@@ -100,7 +80,7 @@ def test_deregister_then_close_removes_nothing(broker, uid):
     assert f"{root}/a" not in removals(broker)
     client.close()
     time.sleep(0.3)
-    assert topics(broker, f">{root}//") == [f"{root}/a/x"]
+    assert topic_paths(broker, f">{root}//") == [f"{root}/a/x"]
 
 
 def test_a_refused_registration_holds_nothing(broker, uid):
@@ -111,9 +91,9 @@ def test_a_refused_registration_holds_nothing(broker, uid):
         refused = ControlClient(broker.url)
         assert refused.register_removal(f"{root}/a").refusal is not None
         refused.close()
-        assert topics(broker, f">{root}//") == [f"{root}/a/b/c"]
+        assert topic_paths(broker, f">{root}//") == [f"{root}/a/b/c"]
         holder.close()
-    assert until(lambda: topics(broker, f">{root}//") == [])
+    assert until(lambda: topic_paths(broker, f">{root}//") == [])
 
 
 def test_abrupt_loss_removes_after_the_reconnection_timeout_not_before(broker, uid):
@@ -124,9 +104,9 @@ def test_abrupt_loss_removes_after_the_reconnection_timeout_not_before(broker, u
     assert client.register_removal(f"{root}/b").refusal is None
     client.abort()  # no close frame
     assert until(lambda: f"connection 'crash-{uid}' lost" in broker.log(), timeout=5)
-    assert topics(broker, f">{root}//") == [f"{root}/b/c"]  # inside the grace: still there
+    assert topic_paths(broker, f">{root}//") == [f"{root}/b/c"]  # inside the grace: still there
     assert removals(broker).get(f"{root}/b") == 1
-    assert until(lambda: topics(broker, f">{root}//") == [], timeout=RECONNECT + 10)
+    assert until(lambda: topic_paths(broker, f">{root}//") == [], timeout=RECONNECT + 10)
     assert f"removing topic branch '{root}/b'" in broker.log()
 
 
@@ -140,10 +120,10 @@ def test_a_reconnect_within_the_timeout_keeps_the_registration(broker, uid):
     again = ControlClient(broker.url, f"flaky-{uid}")
     assert again.register_removal(f"{root}/b", name="keep-me").refusal is None  # takes the registration over
     again.wait(RECONNECT + 1.0)  # past the old connection's deadline
-    assert topics(broker, f">{root}//") == [f"{root}/b/c"]
+    assert topic_paths(broker, f">{root}//") == [f"{root}/b/c"]
     assert removals(broker)[f"{root}/b"] == 1
     again.close()
-    assert until(lambda: topics(broker, f">{root}//") == [])
+    assert until(lambda: topic_paths(broker, f">{root}//") == [])
 
 
 def test_another_open_session_outlives_a_lost_one(broker, uid):
@@ -155,9 +135,9 @@ def test_another_open_session_outlives_a_lost_one(broker, uid):
     assert steady.register_removal(f"{root}/b").refusal is None
     lost.abort()
     steady.wait(RECONNECT + 1.0)
-    assert topics(broker, f">{root}//") == [f"{root}/b/c"]
+    assert topic_paths(broker, f">{root}//") == [f"{root}/b/c"]
     steady.close()
-    assert until(lambda: topics(broker, f">{root}//") == [])
+    assert until(lambda: topic_paths(broker, f">{root}//") == [])
 
 
 def test_removal_closes_plain_subscribers_and_keeps_selector_subscriptions(broker, uid):
@@ -172,7 +152,7 @@ def test_removal_closes_plain_subscribers_and_keeps_selector_subscriptions(broke
     control = ControlClient(broker.url)
     assert control.register_removal(f"{root}/b").refusal is None
     control.close()
-    assert until(lambda: topics(broker, f">{root}//") == [])
+    assert until(lambda: topic_paths(broker, f">{root}//") == [])
     with pytest.raises(LinkDetached) as closed:
         plain.receive(timeout=5)
     assert "resource-deleted" in str(closed.value)
@@ -207,10 +187,10 @@ def test_a_removal_is_recorded_and_survives_a_restart(make_server, store_url):
     create(server, "keep/x", "gone/x", "gone/y/z")
     with ControlClient(server.url) as control:
         assert control.register_removal("gone").refusal is None
-    assert until(lambda: topics(server, ">gone//") == [])
+    assert until(lambda: topic_paths(server, ">gone//") == [])
     server.stop(timeout=10)
     server.start()
-    assert topics(server, "?.*//") == ["keep/x"]
+    assert topic_paths(server, "?.*//") == ["keep/x"]
 
 
 @pytest.mark.parametrize("store_url", STORES, indirect=True)
@@ -228,10 +208,10 @@ def test_a_server_crash_does_not_leave_the_branch_behind(make_server, store_url)
     tied.abort()
     back.abort()
     server.start()
-    assert topics(server, "?.*//") == ["back/x", "free/x", "tied/x"]  # inside the timeout: all there
+    assert topic_paths(server, "?.*//") == ["back/x", "free/x", "tied/x"]  # inside the timeout: all there
     returning = ControlClient(server.url, "back-client")
     assert returning.register_removal("back", name="reg").refusal is None
-    assert until(lambda: topics(server, "?.*//") == ["back/x", "free/x"], timeout=RECONNECT + 10)
+    assert until(lambda: topic_paths(server, "?.*//") == ["back/x", "free/x"], timeout=RECONNECT + 10)
     returning.close()
-    assert until(lambda: topics(server, "?.*//") == ["free/x"])
+    assert until(lambda: topic_paths(server, "?.*//") == ["free/x"])
     assert removals(server) == {}

@@ -4,12 +4,10 @@ as a subscriber held by a handler, and as a remove-with-session registration."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
-from cli.management import ManagementClient
 from tests.support.amqp import connect, send_all, sender
-from tests.support.control import ControlClient
+from tests.support.control import ControlClient, handler_counts, topic_paths, until
 from tests.support.rhea import messages_of, run_rhea
 
 
@@ -27,31 +25,12 @@ def in_background(*args: Any) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, result
 
 
-def handlers_on(server, path: str) -> int:
-    with ManagementClient("127.0.0.1", server.port) as client:
-        return {h["path"]: h["handlers"] for h in client.query_topics()["handlers"]}.get(path, 0)
-
-
-def topic_paths(server, selector: str) -> list[str]:
-    with ManagementClient("127.0.0.1", server.port) as client:
-        return sorted(t["path"] for t in client.query_topics(selector)["topics"])
-
-
-def wait_for(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_rhea_as_a_missing_topic_handler_cancels_and_proceeds(server):
     for outcome, refused in (("reject", True), ("accept", False)):
         thread, result = in_background(
             "receive", "--url", server.url, "--address", "$subgate/missing-topic/rh", "--outcome", outcome
         )
-        assert wait_for(lambda: handlers_on(server, "rh") == 1), result
+        assert until(lambda: handler_counts(server).get("rh", 0) == 1, timeout=15), result
         with ControlClient(server.url, "jms-user") as subscriber:
             refusal = subscriber.await_attach(subscriber.attach(f"rh/{outcome}"))
             assert (refusal is not None and refusal.condition == "amqp:not-found") is refused
@@ -60,7 +39,7 @@ def test_rhea_as_a_missing_topic_handler_cancels_and_proceeds(server):
         properties = notification["application_properties"]
         assert properties["selector"] == f">rh/{outcome}" and properties["session"] == "jms-user"
         assert properties["request"] == "subscribe" and properties["server"] == "subgate"
-        assert wait_for(lambda: handlers_on(server, "rh") == 0)
+        assert until(lambda: handler_counts(server).get("rh", 0) == 0, timeout=15)
 
 
 def test_rhea_as_a_subscriber_waits_for_the_handler(server):
@@ -88,4 +67,4 @@ def test_rhea_registers_removal_with_its_session(server):
         send_all(sender(conn, path, "topic"), ["v"])
     conn.close()
     run_rhea("send", "--url", server.url, "--address", "$subgate/remove-with-session/rw", "--count", 0)
-    assert wait_for(lambda: topic_paths(server, "?.*//") == ["keep/x"])
+    assert until(lambda: topic_paths(server, "?.*//") == ["keep/x"], timeout=15)

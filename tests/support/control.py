@@ -3,16 +3,20 @@
 Remove-with-session registrations (a sending link to ``$subgate/remove-with-session/<branch>``), missing-topic
 handlers (a receiving link from ``$subgate/missing-topic/<path>``) and subscribe/fetch attaches that do not
 wait for their answer, so one test thread can play the subscriber and the handler in turn. ``abort()`` drops
-the socket without a close frame (a crash); ``close()`` sends the close frame.
+the socket without a close frame (a crash); ``close()`` sends the close frame. ``topic_paths``, ``removals`` and
+``handler_counts`` read the tree through ``$management``; ``until`` polls a condition within a bound.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Callable
 from typing import Any
 
 from proton import Endpoint, Link
 
+from cli.management import ManagementClient
 from tests.support.jms import QUEUE, Consumer, JmsWire, RemoteError, _LinkEnd, _put_symbols
 
 REMOVAL = "$subgate/remove-with-session/"
@@ -100,3 +104,32 @@ class ControlClient:
     def __exit__(self, *_exc: Any) -> None:
         if not self.wire.socket_closed:
             self.wire.close()
+
+
+# -- observing the tree ------------------------------------------------------------------------------------------
+def topic_paths(server: Any, selector: str) -> list[str]:
+    """The topic paths ``selector`` selects on the running ``server`` (a SubgateProcess), sorted."""
+    with ManagementClient("127.0.0.1", server.port) as client:
+        return sorted(t["path"] for t in client.query_topics(selector)["topics"])
+
+
+def removals(server: Any) -> dict[str, int]:
+    """Remove-with-session registrations per branch."""
+    with ManagementClient("127.0.0.1", server.port) as client:
+        return {r["branch"]: r["registrations"] for r in client.query_topics()["removals"]}
+
+
+def handler_counts(server: Any) -> dict[str, int]:
+    """Missing-topic handlers per path."""
+    with ManagementClient("127.0.0.1", server.port) as client:
+        return {h["path"]: h["handlers"] for h in client.query_topics()["handlers"]}
+
+
+def until(condition: Callable[[], Any], timeout: float = 10.0) -> bool:
+    """Whether ``condition()`` became true within ``timeout`` seconds (polled every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return bool(condition())
