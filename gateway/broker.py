@@ -641,7 +641,7 @@ class Broker:
     def _delete_temporary(self, name: str) -> None:
         node = self.router.nodes.get(name)
         if node is not None:
-            self._delete_node(node, f"temporary destination {name!r} was deleted")
+            self._delete_nodes([node], lambda gone: f"temporary destination {gone.name!r} was deleted")
 
     def remove_branch(self, branch: str) -> list[str]:
         """Remove every topic at and below ``branch`` (remove-with-session, management DELETE)."""
@@ -650,26 +650,38 @@ class Broker:
     def remove_topics(self, topics: list[Topic]) -> list[str]:
         """Remove topics. Consumers of plain-path subscriptions on them are closed with amqp:resource-deleted
         and those subscriptions deleted; selector subscriptions stay (a topic created again matches them)."""
-        for topic in topics:
-            self._delete_node(topic, f"topic {topic.name!r} was removed")
-            for sub in self.subscriptions.named():
-                if sub.topic is topic:
-                    self.subscriptions.delete(sub)
+        self._delete_nodes(list(topics), lambda gone: f"topic {gone.name!r} was removed")
+        removed = {id(topic) for topic in topics}
+        for sub in self.subscriptions.named():  # those without a consumer to close (detached durable ones)
+            if id(sub.topic) in removed:
+                self.subscriptions.delete(sub)
         return [topic.name for topic in topics]
 
-    def _delete_node(self, node: Queue | Topic, reason: str) -> None:
-        """Take a node out of service: the links that use it are closed with amqp:resource-deleted and its
-        messages dropped. A topic leaves the tree first, so only its own subscriptions' queues remain on it."""
-        self.router.remove(node)
-        queues = {id(node): node} if isinstance(node, Queue) else {id(q): q for q in node.subscriptions}
+    def _delete_nodes(self, nodes: list[Queue | Topic], reason: Callable[[Queue | Topic], str]) -> None:
+        """Take nodes out of service: the links that use them are closed with amqp:resource-deleted (``reason``
+        names the node) and their messages dropped, in one pass over the links. A topic leaves the tree first,
+        so only its own subscriptions' queues remain on it."""
+        owner_of_queue: dict[int, Queue | Topic] = {}
+        queues: list[Queue] = []
+        for node in nodes:
+            self.router.remove(node)
+            own = [node] if isinstance(node, Queue) else list(node.subscriptions)
+            owner_of_queue.update((id(queue), node) for queue in own)
+            queues.extend(own)
+        by_node = {id(node): node for node in nodes}
         for state in list(self.connections):
             for link_state in list(state.links):
-                uses = (isinstance(link_state, Outbound) and id(link_state.queue) in queues) or (
-                    isinstance(link_state, Inbound) and link_state.node is node
-                )
-                if uses and not link_state.closed:
-                    self._close_link(link_state, Condition(RESOURCE_DELETED, reason))
-        for queue in queues.values():
+                if link_state.closed:
+                    continue
+                if isinstance(link_state, Outbound):
+                    node = owner_of_queue.get(id(link_state.queue))
+                elif isinstance(link_state, Inbound) and link_state.node is not None:
+                    node = by_node.get(id(link_state.node))
+                else:
+                    continue
+                if node is not None:
+                    self._close_link(link_state, Condition(RESOURCE_DELETED, reason(node)))
+        for queue in queues:
             queue.purge()
 
     def _close_link(self, link_state: LinkState, condition: Condition | None = None) -> None:
