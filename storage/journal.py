@@ -23,12 +23,12 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, update
 
+from storage.bulk import insert_acks, insert_messages
 from storage.catalog import read_page
 from storage.models import (
     Ack,
     AckCursor,
     DeliveryFailure,
-    JournalMessage,
     Node,
     RemovalRegistration,
     Subscription,
@@ -37,7 +37,6 @@ from storage.records import NewMessage, PageRead, StoredMessage, SubscriptionRec
 
 log = logging.getLogger("subgate.journal")
 
-_MESSAGES = JournalMessage.__table__
 _ACKS = Ack.__table__
 _FAILURES = DeliveryFailure.__table__
 _CURSORS = AckCursor.__table__
@@ -211,7 +210,7 @@ class JournalWriter:
 
     def _apply(self, batch: Sequence[Any]) -> list[Any]:
         messages: list[NewMessage] = []
-        acks: list[dict[str, Any]] = []
+        acks: list[tuple[int, int]] = []
         tokens: list[Any] = []
         with self._engine.begin() as conn:
             for item in batch:
@@ -220,95 +219,32 @@ class JournalWriter:
                     messages.append(item[1])
                     tokens.append(item[2])
                 elif kind == "ack":
-                    acks.append({"cursor_id": item[1], "message_id": item[2]})
+                    acks.append((item[1], item[2]))
                 elif kind == "barrier":
                     tokens.append(item[1])
                 elif kind == "txn":
                     messages.extend(item[1])
-                    acks.extend({"cursor_id": c, "message_id": m} for c, m in item[2])
+                    acks.extend(item[2])
                     tokens.append(item[3])
-                elif kind == "page":
-                    if messages:  # the read sees every row written before it
-                        _insert_messages(conn, messages)
-                        messages = []
-                    if acks:
-                        conn.execute(insert(_ACKS), _unique(acks))
-                        acks = []
-                    tokens.append(_PageAnswer(item[2], read_page(conn, item[1])))
                 else:
-                    # Structural writes keep their order relative to the rows around them.
-                    if messages:
-                        _insert_messages(conn, messages)
-                        messages = []
-                    if acks:
-                        conn.execute(insert(_ACKS), _unique(acks))
-                        acks = []
-                    _apply_structural(conn, item)
-            if messages:
-                _insert_messages(conn, messages)
-            if acks:
-                conn.execute(insert(_ACKS), _unique(acks))
+                    # Reads see, and structural writes keep their order relative to, the rows queued before them.
+                    _flush(conn, messages, acks)
+                    if kind == "page":
+                        tokens.append(_PageAnswer(item[2], read_page(conn, item[1])))
+                    else:
+                        _apply_structural(conn, item)
+            _flush(conn, messages, acks)
         return tokens
 
 
-def _unique(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: set[tuple[int, int]] = set()
-    out = []
-    for row in rows:
-        key = (row["cursor_id"], row["message_id"])
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
-
-
-_MESSAGE_COLUMNS = (
-    "id, address, node_kind, publisher_id, publisher_seq, bookmark, ts, expires_at, deliver_at, durable, priority, "
-    "size, payload"
-)
-
-
-def _insert_messages(conn: Any, messages: list[NewMessage]) -> None:
-    """Append journal rows with one driver-level ``executemany`` of plain tuples.
-
-    The hot write of the server: SQLAlchemy's per-row parameter processing (a dict per row, a bind processor per
-    value) held the GIL for about a quarter of the writer's time under load, time the reactor thread waited
-    for. The values are what the column types would bind: SQLite gets timestamps as SQLAlchemy's DATETIME
-    text (UTC, microseconds), other drivers get ``datetime`` objects.
-    """
-    if conn.dialect.name == "sqlite":
-        ts = _sqlite_ts
-        marks = ", ".join("?" * 13)
-    else:
-        ts = _dt
-        marks = ", ".join(["%s"] * 13)
-    rows = [
-        (
-            m.id,
-            m.address,
-            m.node_kind,
-            m.publisher_id,
-            m.publisher_seq,
-            m.bookmark,
-            ts(m.ts_ms),
-            ts(m.expires_ms),
-            ts(m.deliver_ms),
-            m.durable,
-            m.priority,
-            len(m.payload),
-            m.payload,
-        )
-        for m in messages
-    ]
-    conn.exec_driver_sql(f"INSERT INTO {_MESSAGES.name} ({_MESSAGE_COLUMNS}) VALUES ({marks})", rows)
-
-
-def _sqlite_ts(ms: int | None) -> str | None:
-    """A timestamp as SQLAlchemy's SQLite DATETIME stores it: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC."""
-    if ms is None:
-        return None
-    seconds, millis = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{millis * 1000:06d}"
+def _flush(conn: Any, messages: list[NewMessage], acks: list[tuple[int, int]]) -> None:
+    """Write the message and ack rows gathered so far, and empty both lists."""
+    if messages:
+        insert_messages(conn, messages)
+        messages.clear()
+    if acks:
+        insert_acks(conn, acks)
+        acks.clear()
 
 
 def _apply_structural(conn: Any, item: tuple[Any, ...]) -> None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from storage.catalog import backlog, load_catalog
@@ -365,6 +365,35 @@ def test_a_failing_batch_of_acks_reports_to_its_barrier(journal):
 
 
 # -- close -----------------------------------------------------------------------------------------------------
+
+
+def test_a_lost_database_connection_is_a_blip_the_batch_is_retried_on_a_new_one(postgres_url, caplog):
+    """PostgreSQL writes rows with binary COPY on the driver connection: when the server ends that connection,
+    the error must still reach the writer as SQLAlchemy's, the connection must leave the pool, and the retry
+    must land every row of the batch, messages and acks alike."""
+    upgrade(postgres_url)
+    journal = Journal(create_engine(postgres_url))  # no pre-ping: the COPY itself meets the dead connection
+    journal.writer.submit_cursor(1, "queue", "q", "q", 0)
+    journal.writer.submit_message(new_message(1), "m1")
+    assert journal.start_and_sync().error is None
+    killer = create_engine(postgres_url)  # a connection of its own, not one from the writer's pool
+    with killer.connect() as conn:  # ends every other backend of this database: the writer's
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND datname = current_database()"
+            )
+        )
+    killer.dispose()
+    journal.writer.submit_message(new_message(2), "m2")
+    journal.writer.submit_ack(1, 1)
+    result = journal.sync()
+    assert result.error is None and result.tokens == ["m2", "barrier-2"]
+    assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2]
+    assert journal.rows(Ack) == [(1, 1)]
+    assert "journal commit failed (attempt 1 of 5)" in caplog.text and "attempt 2" not in caplog.text
+    journal.writer.close()
+    journal.engine.dispose()
 
 
 def test_close_flushes_everything_queued(engine):
