@@ -1,7 +1,7 @@
 """Password checks off the reactor thread.
 
 Owns the SASL verdict: a worker thread looks the principal up in the store and verifies the PBKDF2 hash, then
-hands ``(channel, authenticated, username)`` back to the reactor as the ``sasl_verdict`` application event.
+hands ``(request, authenticated, username)`` back to the reactor as the ``sasl_verdict`` application event.
 Anonymous access follows the ``allow_anonymous`` setting, or, when that is unset, is allowed only while the
 store has no principal at all (so ``make run`` works out of the box and adding a user locks the door).
 Whenever a check finds that principals have appeared or all gone, ``on_principals_changed`` runs on the worker
@@ -15,7 +15,6 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from proton.reactor import ApplicationEvent, EventInjector
 from sqlalchemy.orm import Session, sessionmaker
@@ -70,16 +69,18 @@ class Authenticator:
         with self._sessions() as session:
             return count_principals(session)
 
-    def submit(self, channel: Any, credentials: CredentialsReceived) -> None:
-        self._pool.submit(self._check, channel, credentials)
+    def submit(self, request: int, credentials: CredentialsReceived) -> None:
+        """Check ``credentials`` on a worker; the verdict comes back tagged with ``request`` (a number, so no
+        reactor object ever sits on a worker thread)."""
+        self._pool.submit(self._check, request, credentials)
 
-    def _check(self, channel: Any, credentials: CredentialsReceived) -> None:
+    def _check(self, request: int, credentials: CredentialsReceived) -> None:
         try:
             authenticated, username = self._verify(credentials)
         except Exception:
             log.exception("authentication check failed")
             authenticated, username = False, credentials.username
-        self._injector.trigger(ApplicationEvent("sasl_verdict", subject=(channel, authenticated, username)))
+        self._injector.trigger(ApplicationEvent("sasl_verdict", subject=(request, authenticated, username)))
 
     def _verify(self, credentials: CredentialsReceived) -> tuple[bool, str | None]:
         if credentials.mechanism == "ANONYMOUS":

@@ -938,7 +938,7 @@ class Broker:
     # -- journal completions ---------------------------------------------------------------------------------
     @guarded
     def on_journal_committed(self, event: Any) -> None:
-        result = event.subject
+        result = self.router.writer.claim(event.subject)  # the tokens never left this thread
         touched: set[Inbound] = set()
         for token in result.tokens:
             if callable(token):

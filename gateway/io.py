@@ -14,6 +14,7 @@ container's ``EventInjector``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import select
@@ -84,12 +85,16 @@ class ServerIO:
         self,
         container: Container,
         *,
-        authenticate: Callable[[Channel, CredentialsReceived], None],
+        authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
         max_connections: int = 10000,
     ) -> None:
         self._container = container
         self._authenticate = authenticate
+        # Channels waiting for an auth worker's verdict, by request number: the worker thread only ever holds
+        # the number, so it can never drop the last reference to a channel (and with it proton's transport).
+        self._awaiting_verdict: dict[int, Channel] = {}
+        self._verdict_requests = itertools.count(1)
         self._configure_transport = configure_transport
         self._max_connections = max_connections
         self._epoll = select.epoll()
@@ -171,7 +176,7 @@ class ServerIO:
             if event is None:
                 break
             if isinstance(event, CredentialsReceived):
-                self._authenticate(channel, event)
+                self._ask_verdict(channel, event)
             elif isinstance(event, SaslDone):
                 self._sasl_write(channel, sasl.data_to_send())
                 if event.authenticated:
@@ -185,7 +190,7 @@ class ServerIO:
                 # only an auth worker reads: hold the bytes and ask; on_sasl_verdict carries on.
                 channel.sasl = None
                 channel.held = event.leftover
-                self._authenticate(channel, _NO_SASL)
+                self._ask_verdict(channel, _NO_SASL)
             elif isinstance(event, ProtocolViolation):
                 log.info("closing connection from %s: %s", channel.peer, event.description)
                 self._sasl_write(channel, sasl.data_to_send())
@@ -193,9 +198,15 @@ class ServerIO:
         if channel.sasl is sasl and not channel.closed:
             self._sasl_write(channel, sasl.data_to_send())
 
+    def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
+        request = next(self._verdict_requests)
+        self._awaiting_verdict[request] = channel
+        self._authenticate(request, credentials)
+
     def on_sasl_verdict(self, event: Any) -> None:
-        channel, authenticated, username = event.subject
-        if channel.closed:
+        request, authenticated, username = event.subject
+        channel = self._awaiting_verdict.pop(request, None)
+        if channel is None or channel.closed:
             return
         if channel.held is not None:
             self._no_sasl_verdict(channel, authenticated)

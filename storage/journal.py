@@ -8,10 +8,17 @@ queued up during the previous commit, so the commit rate adapts to the load by i
 
 Writes are idempotent or monotonic where a crash-and-retry could repeat them: cursors only move forward, acks
 are a set.
+
+A submission's token (what comes back when it is committed) never reaches the writer thread: the writer keeps it
+in a table on the submitting side and queues a ticket number instead; ``claim`` turns a result's tickets back
+into tokens on the submitting thread. The gateway's tokens hold proton objects, and proton-c is not
+thread-safe: a proton wrapper released on the writer thread (its ``__del__`` calls ``pn_decref``) races the
+reactor's own calls into proton-c, which do not hold the GIL.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -49,7 +56,8 @@ _ATTEMPTS = 5
 
 @dataclass(slots=True)
 class BatchResult:
-    """What one commit did: the tokens it made durable, and those it could not write (with the error)."""
+    """What one commit did: the tokens it made durable, and those it could not write (with the error). From the
+    writer thread they are tickets; ``JournalWriter.claim`` gives the tokens."""
 
     tokens: list[Any]
     error: BaseException | None
@@ -58,8 +66,8 @@ class BatchResult:
 
 
 class _PageAnswer:
-    """A page read's token with its rows: called like a barrier token, it calls ``token(rows)`` (or
-    ``token(error)`` when the batch failed)."""
+    """A page read's token (a ticket until claimed) with its rows: called like a barrier token, it calls
+    ``token(rows)`` (or ``token(error)`` when the batch failed)."""
 
     __slots__ = ("token", "rows")
 
@@ -92,13 +100,35 @@ class JournalWriter:
         self._thread = threading.Thread(target=self._run, name="subgate-journal", daemon=True)
         self.batches = 0
         self.rows = 0
+        self._held: dict[int, Any] = {}  # ticket -> token; touched only by the submitting thread
+        self._tickets = itertools.count(1)
 
     # -- called on the reactor thread (enqueue only) ------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
 
+    def _ticket(self, token: Any) -> int:
+        ticket = next(self._tickets)
+        self._held[ticket] = token
+        return ticket
+
+    def claim(self, result: BatchResult) -> BatchResult:
+        """Call on the submitting thread with a result ``notify`` handed over: the same result with the tokens
+        in place of their tickets (each ticket is claimed once)."""
+        return BatchResult(
+            [self._redeem(ticket) for ticket in result.tokens],
+            result.error,
+            result.size,
+            [self._redeem(ticket) for ticket in result.failed],
+        )
+
+    def _redeem(self, ticket: Any) -> Any:
+        if type(ticket) is _PageAnswer:
+            return _PageAnswer(self._held.pop(ticket.token), ticket.rows)
+        return self._held.pop(ticket)
+
     def submit_message(self, message: NewMessage, token: Any) -> None:
-        self._queue.put(("msg", message, token))
+        self._queue.put(("msg", message, self._ticket(token)))
 
     def submit_ack(self, cursor_id: int, message_id: int) -> None:
         self._queue.put(("ack", cursor_id, message_id))
@@ -141,17 +171,17 @@ class JournalWriter:
     def submit_transaction(self, messages: list[NewMessage], acks: list[tuple[int, int]], token: Any) -> None:
         """A committed JMS transaction: its messages and its acknowledgements land in one database transaction;
         ``token`` comes back (in ``tokens`` or ``failed``) like a message's."""
-        self._queue.put(("txn", messages, acks, token))
+        self._queue.put(("txn", messages, acks, self._ticket(token)))
 
     def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None:
         """Read a page of a backlog once everything submitted before it is committed (so every row it returns
         has already been reported committed); ``token`` is called on the reactor thread with the list of
         ``StoredMessage`` rows, or with the exception if the read failed."""
-        self._queue.put(("page", read, token))
+        self._queue.put(("page", read, self._ticket(token)))
 
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""
-        self._queue.put(("barrier", token))
+        self._queue.put(("barrier", self._ticket(token)))
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, then stop the thread."""

@@ -55,7 +55,11 @@ class Journal:
     def __init__(self, engine: Engine, max_batch: int = 4000) -> None:
         self.engine = engine
         self.collector = Collector()
-        self.writer = JournalWriter(engine, self.collector, max_batch=max_batch)
+        # The collector sees tokens, as the gateway does after ``claim`` (here on the writer thread: the tokens
+        # are plain strings and callables, nothing that must stay on one thread).
+        self.writer = JournalWriter(
+            engine, lambda result: self.collector(self.writer.claim(result)), max_batch=max_batch
+        )
         self.sessions = session_factory(engine)
         self._barriers = 0
 
