@@ -14,7 +14,8 @@ Here the loop reads the raw event type first and takes two fast paths:
 Every other event (connection, session and link endpoints, timers, selectables, application events from
 other threads) goes the way ``Container.process`` sends it, with the same handler look-up and the same
 order, so the rest of the broker sees no difference. The loop's bookkeeping (yield, quiesced, final) is the
-container's own, kept attribute for attribute.
+container's own, kept attribute for attribute. While it runs, Python's cyclic garbage collector runs only here,
+between bursts of events (gateway.garbage).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from proton import Condition, Endpoint, Link
 from proton._events import Event
 from proton.reactor import Container
 
+from gateway.garbage import ReactorGarbageCollector
 from mapping.errors import INTERNAL_ERROR
 
 log = logging.getLogger("subgate.loop")
@@ -52,16 +54,21 @@ class EventLoop:
         self._broker = broker
         self._io = io
         self._links: dict[Any, Any] = {}  # link pointer -> the broker's link state (Inbound, Outbound, ...)
+        self._garbage = ReactorGarbageCollector()
 
     def run(self) -> None:
         """``Container.run``: start, process until stopped, one last pass, release the handlers."""
         container = self._container
         container.timeout = 3.14159265359
-        container.start()
-        while self._process():
-            pass
-        container.stop()
-        self._process()
+        self._garbage.take_over()
+        try:
+            container.start()
+            while self._process():
+                pass
+            container.stop()
+            self._process()
+        finally:
+            self._garbage.release()
         container._global_handler = None
         container._handler = None
 
@@ -91,6 +98,7 @@ class EventLoop:
                 return True
             impl = pn_collector_peek(impl_collector)
             if impl == _NULL:
+                self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
                 if not container._stop and (container._timers > 0 or container._selectables > 1):
                     if previous is not Event.REACTOR_QUIESCED and container._previous is not Event.REACTOR_FINAL:
                         container.push_event(container, Event.REACTOR_QUIESCED)
