@@ -1,0 +1,60 @@
+"""storage.bulk on SQLite and PostgreSQL: every row of a batch lands once, whatever the batch size (SQLite splits
+it into statements of fixed sizes; PostgreSQL copies it), with every field as SQLAlchemy reads it back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+
+from storage.bulk import insert_acks, insert_messages
+from storage.db import make_engine, upgrade
+from storage.models import Ack, AckCursor, JournalMessage
+from tests.storage.test_journal import T0, new_message
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    upgrade(store_url)
+    engine = make_engine(store_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("count", [1, 3, 4, 5, 17, 256, 341, 1000])
+def test_every_message_of_a_batch_lands_once_in_order(engine, count):
+    messages = [new_message(i, expires_ms=T0 + 10_000 if i % 2 else None) for i in range(1, count + 1)]
+    with engine.begin() as conn:
+        insert_messages(conn, messages)
+    with engine.connect() as conn:
+        rows = conn.execute(select(JournalMessage.__table__).order_by(JournalMessage.id)).all()
+    assert [r.id for r in rows] == list(range(1, count + 1))
+    last = rows[-1]
+    assert (last.publisher_seq, last.bookmark, last.payload) == (count, f"c1/snd|{count}|", f"payload-{count}".encode())
+    assert last.ts.timestamp() * 1000 == pytest.approx(T0 + count, abs=1)
+    assert (last.expires_at is None) == (count % 2 == 0)
+
+
+def test_acks_are_written_once_each_even_when_repeated(engine):
+    with engine.begin() as conn:
+        conn.execute(
+            AckCursor.__table__.insert().values(
+                id=1, owner_kind="queue", owner="q", address="q", low_water=0, updated_at=datetime.now(UTC)
+            )
+        )
+        insert_acks(conn, [(1, m) for m in range(1, 300)] + [(1, 5), (1, 7)])
+    with engine.connect() as conn:
+        acked = conn.execute(select(Ack.message_id).order_by(Ack.message_id)).scalars().all()
+    assert acked == list(range(1, 300))
+
+
+def test_a_duplicate_journal_id_fails_the_whole_batch_as_an_integrity_error(engine):
+    with engine.begin() as conn:
+        insert_messages(conn, [new_message(1)])
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        insert_messages(conn, [new_message(i) for i in range(2, 300)] + [new_message(1)])
+    with engine.connect() as conn:
+        assert conn.execute(select(JournalMessage.id)).scalars().all() == [1]  # nothing of the failed batch
