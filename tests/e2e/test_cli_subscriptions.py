@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import time
 import types
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -35,6 +34,7 @@ from storage.db import make_engine, upgrade
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
 from tests.support.amqp import Capabilities, connect, sender
 from tests.support.cli import run_subgate
+from tests.support.polling import eventually
 from tests.support.store_rows import cursor_row, message_row, subscription_row
 
 CREATED_ISO = "2026-01-02T03:04:05.123Z"
@@ -51,17 +51,6 @@ def free_port() -> int:
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not hold within {timeout}s (last: {value!r})")
-        time.sleep(0.1)
 
 
 # -- offline: the store ------------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ from proton.utils import LinkDetached
 
 from tests.e2e.conftest import STORES
 from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
-from tests.support.control import ControlClient, removals, topic_paths, until
+from tests.support.control import ControlClient, removals, topic_paths
 from tests.support.jms import _LinkEnd
+from tests.support.polling import until
 from tests.support.server import SubgateProcess, module_server
 
 RECONNECT = 3.0

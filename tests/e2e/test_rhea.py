@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 from proton import Message, byte, symbol, uint
 
 from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
+from tests.support.polling import eventually
 from tests.support.rhea import RheaError, messages_of, outcomes_of, rhea_available, run_rhea, summary_of
 from tests.support.server import subgate_command
 
@@ -72,14 +72,6 @@ def connections_to(port: int) -> int:
             if state == "01" and local == f"0100007F:{port:04X}":
                 count += 1
     return count
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_rhea_is_installed():
@@ -280,7 +272,7 @@ def test_topic_fans_out_to_three_rhea_consumers(server):
             )
             for _ in range(3)
         ]
-        wait_until(lambda: connections_to(server.port) >= 3, what="three rhea consumers to connect")
+        eventually(lambda: connections_to(server.port) >= 3, what="three rhea consumers to connect")
         time.sleep(0.5)  # connected: give them the moment their attach takes
         accepted(send(server.url, "news", "--capability", "topic", "--body", "n{i}", count=3), 3)
         results = [future.result(timeout=40) for future in futures]

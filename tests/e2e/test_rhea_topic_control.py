@@ -7,7 +7,8 @@ import threading
 from typing import Any
 
 from tests.support.amqp import connect, send_all, sender
-from tests.support.control import ControlClient, handler_counts, topic_paths, until
+from tests.support.control import ControlClient, handler_counts, topic_paths
+from tests.support.polling import until
 from tests.support.rhea import messages_of, run_rhea
 
 

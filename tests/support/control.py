@@ -4,14 +4,12 @@ Remove-with-session registrations (a sending link to ``$subgate/remove-with-sess
 handlers (a receiving link from ``$subgate/missing-topic/<path>``) and subscribe/fetch attaches that do not
 wait for their answer, so one test thread can play the subscriber and the handler in turn. ``abort()`` drops
 the socket without a close frame (a crash); ``close()`` sends the close frame. ``topic_paths``, ``removals`` and
-``handler_counts`` read the tree through ``$management``; ``until`` polls a condition within a bound.
+``handler_counts`` read the tree through ``$management``.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable
 from typing import Any
 
 from proton import Endpoint, Link
@@ -123,13 +121,3 @@ def handler_counts(server: Any) -> dict[str, int]:
     """Missing-topic handlers per path."""
     with ManagementClient("127.0.0.1", server.port) as client:
         return {h["path"]: h["handlers"] for h in client.query_topics()["handlers"]}
-
-
-def until(condition: Callable[[], Any], timeout: float = 10.0) -> bool:
-    """Whether ``condition()`` became true within ``timeout`` seconds (polled every 0.1 s)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return bool(condition())
