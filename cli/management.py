@@ -181,7 +181,7 @@ class ManagementClient:
     def remove_topics(self, selector: str) -> list[str]:
         """Remove every topic ``selector`` selects; returns their paths."""
         body = self.request("DELETE", "topic", {"selector": selector}).body
-        return [str(path) for path in body or []]
+        return [str(path) for path in body] if isinstance(body, list) else []
 
     def reload_permissions(self) -> None:
         self.request("RELOAD", "permissions", {})

@@ -256,7 +256,7 @@ class ServerIO:
         channel.sasl = None
         container = self._container
         connection = container.connection()
-        connection._acceptor = self
+        connection._acceptor = self  # type: ignore[assignment]  # what proton's own acceptor sets
         connection._channel = channel
         transport = Transport(Transport.SERVER)
         self._configure_transport(transport)
@@ -334,7 +334,7 @@ class ServerIO:
                 self._watch(channel, _READ)
                 return
             try:
-                sent = channel.sock.send(transport.peek(pending))
+                sent = channel.sock.send(transport.peek(pending) or b"")
             except (BlockingIOError, InterruptedError):
                 self._watch(channel, _READ | _WRITE)
                 return

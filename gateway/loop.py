@@ -69,8 +69,9 @@ class EventLoop:
             self._process()
         finally:
             self._garbage.release()
-        container._global_handler = None
-        container._handler = None
+        # As Container.run ends: drop the handlers (proton's stubs type them as never None).
+        container._global_handler = None  # type: ignore[assignment]
+        container._handler = None  # type: ignore[assignment]
 
     def _link_state(self, link_ptr: Any) -> Any:
         """The broker's state of a link, by its C pointer; None for a link it does not handle (or has ended)."""
@@ -91,7 +92,7 @@ class EventLoop:
         io = self._io
         transports = io.transports
         delivery_event = broker.raw_delivery_event
-        previous = 0
+        previous: object = None  # the last event type (compared by identity only)
         while True:
             if container._yield:
                 container._yield = False

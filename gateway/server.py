@@ -141,8 +141,9 @@ class Server:
             max_connections=settings.max_connections,
         )
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
-        self.container.handler = self.broker
-        self.container.global_handler = self.io
+        # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.
+        self.container.handler = self.broker  # type: ignore[assignment]
+        self.container.global_handler = self.io  # type: ignore[assignment]
         self.container.selectable(self.injector)
         self.broker.on_stopped = self._stopped
         self.address: tuple[str, int] | None = None

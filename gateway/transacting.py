@@ -30,7 +30,7 @@ COORDINATOR_CREDIT = 100
 
 def transactional_accept(delivery: Delivery, txn_id: bytes) -> None:
     """Settle a transactional transfer with transactional-state{txn-id, accepted} (mapping §6.3)."""
-    delivery.local.data = [txn_id, Described(ulong(0x24), [])]
+    delivery.local.data = [txn_id, Described(ulong(0x24), [])]  # type: ignore[list-item]  # stubs say list[int]
     delivery.update(TRANSACTIONAL_STATE)
     delivery.settle()
 
@@ -93,7 +93,7 @@ class Transacting:
             control = read_control(raw)
             if control.kind == DECLARE:
                 txn = self.transactions.declare(coordinator)
-                delivery.local.data = [txn.txn_id]
+                delivery.local.data = [txn.txn_id]  # type: ignore[list-item]  # the stubs say list[int]
                 delivery.update(DECLARED)
                 delivery.settle()
             else:

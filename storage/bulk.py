@@ -32,8 +32,8 @@ from sqlalchemy.exc import DBAPIError
 from storage.models import Ack, JournalMessage
 from storage.records import NewMessage
 
-_MESSAGES = JournalMessage.__table__.name
-_ACKS = Ack.__table__.name
+_MESSAGES = JournalMessage.__tablename__
+_ACKS = Ack.__tablename__
 _MESSAGE_COLUMNS = (
     "id, address, node_kind, publisher_id, publisher_seq, bookmark, ts, expires_at, deliver_at, durable, priority, "
     "size, payload"

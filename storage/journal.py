@@ -39,17 +39,18 @@ from storage.models import (
     Node,
     RemovalRegistration,
     Subscription,
+    table_of,
 )
 from storage.records import NewMessage, PageRead, StoredMessage, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 
-_ACKS = Ack.__table__
-_FAILURES = DeliveryFailure.__table__
-_CURSORS = AckCursor.__table__
-_NODES = Node.__table__
-_SUBSCRIPTIONS = Subscription.__table__
-_REMOVALS = RemovalRegistration.__table__
+_ACKS = table_of(Ack)
+_FAILURES = table_of(DeliveryFailure)
+_CURSORS = table_of(AckCursor)
+_NODES = table_of(Node)
+_SUBSCRIPTIONS = table_of(Subscription)
+_REMOVALS = table_of(RemovalRegistration)
 _STOP = object()
 _ATTEMPTS = 5
 
@@ -71,7 +72,7 @@ class _PageAnswer:
 
     __slots__ = ("token", "rows")
 
-    def __init__(self, token: Callable[[Any], None], rows: list[StoredMessage]) -> None:
+    def __init__(self, token: Any, rows: list[StoredMessage]) -> None:
         self.token = token
         self.rows = rows
 
@@ -123,7 +124,7 @@ class JournalWriter:
         )
 
     def _redeem(self, ticket: Any) -> Any:
-        if type(ticket) is _PageAnswer:
+        if isinstance(ticket, _PageAnswer):
             return _PageAnswer(self._held.pop(ticket.token), ticket.rows)
         return self._held.pop(ticket)
 

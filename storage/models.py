@@ -9,6 +9,7 @@ has discarded.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from sqlalchemy import (
     BigInteger,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -40,6 +42,12 @@ Id64 = BigInteger().with_variant(Integer, "sqlite")
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def table_of(model: type[Base]) -> Table:
+    """A model's ``Table`` (``__table__`` is typed as the wider ``FromClause``; for a declarative model it is a
+    Table)."""
+    return cast(Table, model.__table__)
 
 
 class Node(Base):
