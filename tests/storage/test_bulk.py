@@ -3,25 +3,15 @@ it into statements of fixed sizes; PostgreSQL copies it), with every field as SQ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from storage.bulk import insert_acks, insert_messages
-from storage.db import make_engine, upgrade
 from storage.models import Ack, AckCursor, JournalMessage
 from tests.storage.test_journal import T0, new_message
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    upgrade(store_url)
-    engine = make_engine(store_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.mark.parametrize("count", [1, 3, 4, 5, 17, 256, 341, 1000])

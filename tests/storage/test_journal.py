@@ -17,7 +17,7 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from storage.catalog import backlog, load_catalog
-from storage.db import make_engine, session_factory, upgrade
+from storage.db import session_factory, upgrade
 from storage.journal import BatchResult, JournalWriter
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
 from storage.records import Catalog, CursorRecord, NewMessage, NodeRecord, StoredMessage
@@ -112,14 +112,6 @@ def new_message(seq: int, address: str = "q", **fields: Any) -> NewMessage:
     }
     values.update(fields)
     return NewMessage(**values)
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    upgrade(store_url)
-    engine = make_engine(store_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ Each test frames its own units of work (the repository never commits); principal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mapping.permissions import ADMIN_ROLE, ANONYMOUS, PRINCIPAL, ROLE, Grant, Permission, Policy
-from storage.db import make_engine, session_factory, upgrade
+from storage.db import session_factory
 from storage.errors import AlreadyExists, NotFound
 from storage.models import PermissionGrant, PrincipalRole
 from storage.permissions import (
@@ -39,14 +38,6 @@ from storage.principals import add_principal, remove_principal
 READ = Permission.READ_TOPIC
 UPDATE = Permission.UPDATE_TOPIC
 CONTROL = Permission.CONTROL_SERVER
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    upgrade(store_url)
-    engine = make_engine(store_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -6,14 +6,13 @@ its own unit of work (the repository never commits).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.db import make_engine, session_factory, upgrade
+from storage.db import session_factory
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
 from storage.records import SubscriptionRecord
 from storage.subscriptions import (
@@ -26,14 +25,6 @@ from storage.subscriptions import (
 from tests.support.store_rows import cursor_row, message_row, subscription_row
 
 CREATED_MS = 1_767_323_045_123
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    upgrade(store_url)
-    engine = make_engine(store_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
