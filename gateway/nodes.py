@@ -124,12 +124,12 @@ class Queue:
         # Paging (see the module docstring). page_limit 0: everything stays in memory.
         self.page_limit = 0
         self.on_page: Callable[[Queue, int, int, int], None] | None = None  # (queue, after, upto, limit)
+        self.on_paging: Callable[[bool], None] | None = None  # told when the queue starts (True) and stops paging
         self._paged_after = -1  # -1: not paging
         self._paged_upto = 0
         self._paged_count = 0  # messages only in the journal (an estimate after a restart)
         self._page_pending = False
         self._last_journaled = 0  # highest journaled sequence taken into memory
-        self._kept: set[int] = set()  # journaled stragglers kept in memory inside the paged range
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
@@ -170,30 +170,38 @@ class Queue:
             self.dispatch()
 
     def _page_out(self, message: Message) -> bool:
-        """True if the message stays in the journal only: the queue is paging and it is the new tail, or the
-        queue is full and it is newer than every journaled message in memory."""
+        """True if the message stays in the journal only: the queue is paging and it is newer than every message
+        in memory, or the queue is full and it is newer than every journaled message in memory.
+
+        A straggler (a transaction's message gets its sequence when sent and arrives at the commit, after later
+        ones) inside the paged range stays in the journal too, so it keeps its place: its row was committed
+        before it got here, and a page read that could have missed it was answered before (the writer commits
+        and answers in order), so a later read returns it."""
         seq = message.seq
         if self._paged_after >= 0:
+            if seq <= self._paged_after:
+                return False  # older than everything paged out: its place is in memory
             if seq > self._paged_upto:
                 self._paged_upto = seq
-                self._paged_count += 1
-                return True
-            if seq > self._paged_after:
-                self._kept.add(seq)  # a straggler (a transaction committed late): a page read may return it too
-            return False
+            self._paged_count += 1
+            return True
         if seq > self._last_journaled and len(self._ready) + len(self._returned) >= self.page_limit:
-            self._paged_after = seq - 1
-            self._paged_upto = seq
-            self._paged_count = 1
+            self._start_paging(seq - 1, seq, 1)
             return True
         return False
+
+    def _start_paging(self, after: int, upto: int, count: int) -> None:
+        was_paging = self._paged_after >= 0
+        self._paged_after = after
+        self._paged_upto = upto
+        self._paged_count = count
+        if not was_paging and self.on_paging is not None:
+            self.on_paging(True)
 
     def page_from(self, after: int, upto: int, count: int) -> None:
         """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
         if upto > after:
-            self._paged_after = max(after, self._last_journaled)
-            self._paged_upto = upto
-            self._paged_count = count
+            self._start_paging(max(after, self._last_journaled), upto, count)
             self._request_page()
 
     def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
@@ -202,26 +210,23 @@ class Queue:
         self._page_pending = False
         if self._paged_after != after:
             return  # purged meanwhile, or an answer already applied: stale
-        kept = self._kept
         for message, failures in rows:
-            if message.seq in kept:
-                continue
             self._take(message, failures)
-            self._paged_count = max(0, self._paged_count - 1)
+        self._paged_count = max(0, self._paged_count - len(rows))
         if reached >= self._paged_upto:
             self._stop_paging()
         else:
             self._paged_after = reached
-            if kept:
-                self._kept = {seq for seq in kept if seq > reached}
         if self.consumers:
             self.dispatch()
 
     def _stop_paging(self) -> None:
+        was_paging = self._paged_after >= 0
         self._paged_after = -1
         self._paged_upto = 0
         self._paged_count = 0
-        self._kept = set()
+        if was_paging and self.on_paging is not None:
+            self.on_paging(False)
 
     def page_failed(self) -> None:
         """The page read failed; the next dispatch asks again."""
