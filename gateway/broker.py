@@ -22,6 +22,7 @@ from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
 from gateway import codec, management
+from gateway.browsing import Browser
 from gateway.io import connection_channel
 from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
@@ -475,8 +476,9 @@ class Broker:
             outbound = Outbound(link, state, node)
             if matcher is not None:
                 outbound.filter = lambda message: matcher(message.raw)
-            outbound.browse = source.distribution_mode == 1  # copy on a queue means browse (mapping §2.2)
-            if not outbound.browse:
+            if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
+                self._make_browser(outbound)
+            else:
                 node.add_consumer(outbound)
             no_local = False  # no-local applies to topics only
         if source.dynamic:
@@ -745,6 +747,9 @@ class Broker:
 
     def _end_consumer(self, out: Outbound, *, abrupt: bool, closed: bool) -> None:
         queue = out.queue
+        if out.browser is not None:
+            out.browser.close()  # a page read still on its way is dropped when it comes back
+            return
         queue.remove_consumer(out)
         settlement = settle_unsettled(abrupt)
         for message in sorted(out.unsettled.values(), key=lambda m: m.seq):
@@ -775,20 +780,43 @@ class Broker:
         if out.fetch is not None:
             self._send_fetched(out)
             return
-        if out.browse:
+        if out.browser is not None:
             self._browse(out)
-        else:
-            out.queue.dispatch()
+            return
+        out.queue.dispatch()
         if link.drain_mode and link.credit > 0:
             link.drained()
         out.credit = link.credit
 
+    def _make_browser(self, out: Outbound) -> None:
+        browser = out.browser = Browser(out.queue, out.filter)
+
+        def on_rows() -> None:  # a journal page read for it came back (inside on_journal_committed)
+            try:
+                self._browse(out)
+            except Exception:
+                log.exception("internal error while browsing %r", out.queue.name)
+                self._close_link(out, Condition(INTERNAL_ERROR, "internal error; see the server log"))
+
+        browser.on_rows = on_rows
+
     def _browse(self, out: Outbound) -> None:
-        for message in out.queue.take_for(out, 1 << 30):
-            if out.credit <= 0:
-                return
-            if message.seq > out.browsed:
-                out.deliver_copy(message)
+        """Copies for a browser (gateway.browsing), as far as its credit goes. A drain is answered only once the
+        walk has nothing more to show: while a journal page is being read for it, the answer waits for the
+        page (else Qpid JMS would take the early answer for the end of the queue)."""
+        browser = out.browser
+        assert browser is not None
+        if out.closed:
+            return
+        if browser.failed:
+            self._close_link(out, Condition(INTERNAL_ERROR, "browsing failed: the journal could not be read"))
+            return
+        for message in browser.take(out.credit):
+            out.deliver_copy(message)
+        link = out.link
+        if link.drain_mode and link.credit > 0 and not browser.reading:
+            link.drained()
+        out.credit = link.credit
 
     # -- deliveries ------------------------------------------------------------------------------------------
     @guarded

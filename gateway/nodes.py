@@ -13,8 +13,9 @@ Paging: a durable queue with ``page_limit`` set keeps at most about that many av
 journaled message that arrives when the queue is full is not kept (the journal has it): the queue only remembers
 the range of sequences that may be in the journal and not in memory (``_paged_after`` < seq <= ``_paged_upto``)
 and, once its consumers have taken it down to half the limit, asks for the next page through ``on_page``. The
-gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Why and the ordering
-argument: docs/architecture.md, "Paging".
+gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Every available message
+up to ``horizon()`` is in memory; a browser (``gateway.browsing``) reads what lies beyond through ``on_browse``,
+without changing any of this. Why and the ordering argument: docs/architecture.md, "Paging".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from mapping.outcomes import Settlement
 
@@ -91,8 +92,15 @@ class Cursor(Protocol):
     def failed(self, seq: int, failures: int) -> None: ...
 
 
+ALL = 1 << 62  # a sequence above every sequence
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _seq(message: Message) -> int:
+    return message.seq
 
 
 class Queue:
@@ -124,6 +132,8 @@ class Queue:
         # Paging (see the module docstring). page_limit 0: everything stays in memory.
         self.page_limit = 0
         self.on_page: Callable[[Queue, int, int, int], None] | None = None  # (queue, after, upto, limit)
+        # A browser's page read: (browser, after, upto, limit); the answer goes to the browser, not to the queue.
+        self.on_browse: Callable[[Any, int, int, int], None] | None = None
         self.on_paging: Callable[[bool], None] | None = None  # told when the queue starts (True) and stops paging
         self._paged_after = -1  # -1: not paging
         self._paged_upto = 0
@@ -146,6 +156,15 @@ class Queue:
     @property
     def available(self) -> int:
         return len(self._ready) + len(self._returned)
+
+    @property
+    def paged_upto(self) -> int:
+        """The highest sequence that may be in the journal only (0 when not paging)."""
+        return self._paged_upto
+
+    def horizon(self) -> int:
+        """Every available message up to this sequence is in memory (all of them when not paging)."""
+        return self._paged_after if self._paged_after >= 0 else ALL
 
     def low_water(self) -> int:
         """The highest sequence below every message this queue still holds (for the journal cursor)."""
@@ -355,10 +374,21 @@ class Queue:
             return False
         return consumer.accepts(message)
 
-    def take_for(self, consumer: Consumer, limit: int) -> list[Message]:
-        """Browse: copies of available messages in queue order (nothing is removed)."""
-        merged = sorted([m for _, m in self._returned] + list(self._ready), key=lambda m: m.seq)
-        return [m for m in merged if consumer.accepts(m)][:limit]
+    def browsable(self, after: int) -> list[Message]:
+        """Browse: the available messages in memory above sequence ``after``, in queue order (nothing is
+        removed)."""
+        found = [m for m in self._ready if m.seq > after]
+        found.extend(m for seq, m in self._returned if seq > after)
+        found.sort(key=_seq)
+        return found
+
+    def read_for(self, browser: Any, after: int, upto: int, limit: int) -> bool:
+        """Ask for a browser's page of this queue's journal-only messages above ``after`` (``on_browse``); False
+        when the queue has no journal to read."""
+        if self.on_browse is None:
+            return False
+        self.on_browse(browser, after, upto, limit)
+        return True
 
     # -- settlement ----------------------------------------------------------------------------------------
     def settle(
