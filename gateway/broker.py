@@ -61,6 +61,7 @@ from mapping.addresses import (
     dynamic_kind,
     kind_from_capabilities,
     kind_from_jms_dest,
+    split_fqqn,
     temporary_address,
 )
 from mapping.errors import (
@@ -446,6 +447,10 @@ class Broker:
             self._open_handler(link, state, address)
             return
         filters = read_filters(source.filters)
+        fqqn = None if source.dynamic else split_fqqn(address)
+        if fqqn is not None:
+            self._open_subscription_browser(link, state, source, fqqn, filters)
+            return
         if not source.dynamic and address and kind_from_capabilities(source.capabilities) != QUEUE:
             fetch = "fetch" in source.capabilities
             selector = _topic_selector(fetch_selector if fetch else selector_address, address)
@@ -486,6 +491,29 @@ class Broker:
         link._sg = outbound
         state.links.add(outbound)
         accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local)
+
+    def _open_subscription_browser(
+        self, link: Link, state: ConnectionState, source: TerminusRequest, fqqn: tuple[str, str], filters: FilterRequest
+    ) -> None:
+        """A browser of a topic subscription's queue, named as Artemis names it (``<topic>::<ClientID>.<name>``,
+        ``<topic>::<name>:global``, ...): what a JMS ``QueueBrowser`` on that queue sees there. Only browsing:
+        a subscription is consumed by attaching to its topic with its name."""
+        topic, name = fqqn
+        if source.distribution_mode != 1:
+            raise Refused(NOT_IMPLEMENTED, "a subscription's queue can only be browsed (distribution-mode copy)")
+        self._check(state, Permission.SELECT_TOPIC, topic)
+        self._check(state, Permission.READ_TOPIC, topic)
+        sub = self.subscriptions.by_queue_name(topic, name)
+        if sub is None:
+            raise Refused(NOT_FOUND, f"topic {topic!r} has no subscription queue {name!r}")
+        matcher = _compile(filters.selector)
+        outbound = Outbound(link, state, sub.queue)
+        if matcher is not None:
+            outbound.filter = lambda message: matcher(message.raw)
+        self._make_browser(outbound)
+        link._sg = outbound
+        state.links.add(outbound)
+        accept_consumer(link, None, filters.selector, False)
 
     def _hold_if_missing(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector | None, fetch: bool

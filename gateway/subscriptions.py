@@ -15,7 +15,7 @@ from collections.abc import Callable
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.paging import row_filter
 from gateway.router import JournalCursor, Router
-from mapping.subscriptions import Details, Existing, Kind, SubscriptionKey
+from mapping.subscriptions import Details, Existing, Kind, SubscriptionKey, queue_name
 from storage.records import SubscriptionRecord
 
 log = logging.getLogger("subgate.subscriptions")
@@ -185,3 +185,11 @@ class Subscriptions:
 
     def named(self) -> list[Subscription]:
         return list(self.by_key.values())
+
+    def by_queue_name(self, topic: str, name: str) -> Subscription | None:
+        """The named subscription of ``topic`` whose queue Artemis would call ``name`` (``mapping.subscriptions.
+        queue_name``), if any."""
+        for sub in self.by_key.values():
+            if sub.key is not None and sub.topic.name == topic and queue_name(sub.key, sub.kind) == name:
+                return sub
+        return None

@@ -1,5 +1,6 @@
 """Browsing a paging queue over the wire: a QueueBrowser sees every available message once and in order, also
-those the queue left in the journal (read a page at a time for the browser), live and after a restart, on SQLite
+those the queue left in the journal (read a page at a time for the browser), on a queue and on a durable JMS
+subscription (browsed by its Artemis name ``<topic>::<ClientID>.<name>``), live and after a restart, on SQLite
 and PostgreSQL; browsing changes nothing for the queue's consumers.
 """
 
@@ -7,9 +8,12 @@ from __future__ import annotations
 
 import time
 
-from tests.support.jms import JmsWire
+import pytest
+
+from tests.support.jms import DURABLE, TOPIC, JmsWire, LinkRefused
 
 PAGE = "10"
+SELECTOR = "keep = TRUE AND n >= 0"
 
 
 def fill_queue(jms: JmsWire, address: str, count: int) -> None:
@@ -58,6 +62,54 @@ def test_a_browser_sees_a_queue_backlog_several_pages_deep_in_order_live_and_aft
         assert consume(consumer, 45) == everything[15:]
         consumer.drain()
         assert consumer.take_buffered() == []
+    assert_clean_log(server)
+
+
+def test_a_browser_of_a_durable_subscription_with_a_selector_sees_its_paged_backlog(make_server, store_url):
+    server = make_server(store_url, "--page-messages", PAGE)
+    with JmsWire.connect(server.address, client_id="app") as jms:
+        session = jms.session()
+        session.consumer("paged.bt", DURABLE, name="s", selector=SELECTOR, no_local=True).detach()
+        session.producer("paged.bt", TOPIC).send("mine", properties={"n": 1, "keep": True})  # no-local drops it
+    with JmsWire.connect(server.address, client_id="pub") as jms:
+        publisher = jms.session().producer("paged.bt", TOPIC)
+        for n in range(90):
+            publisher.send(f"n{n}", properties={"n": n, "keep": n % 3 != 0})
+    wanted = [f"n{n}" for n in range(90) if n % 3 != 0]  # 60 messages: six pages of the subscription
+    with JmsWire.connect(server.address, client_id="viewer") as jms:
+        session = jms.session()
+        assert bodies(session.browse("paged.bt::app.s")) == wanted
+        assert bodies(session.browse("paged.bt::app.s", prefetch=4, selector="n > 40")) == [
+            body for body in wanted if int(body[1:]) > 40
+        ]
+    with JmsWire.connect(server.address, client_id="app") as jms:
+        subscriber = jms.session().consumer("paged.bt", DURABLE, name="s", selector=SELECTOR, no_local=True)
+        assert consume(subscriber, 20) == wanted[:20]
+        subscriber.detach()
+    assert server.stop() == 0
+    server.start()
+    with JmsWire.connect(server.address, client_id="viewer") as jms:
+        assert bodies(jms.session().browse("paged.bt::app.s", prefetch=6)) == wanted[20:]
+    with JmsWire.connect(server.address, client_id="app") as jms:
+        subscriber = jms.session().consumer("paged.bt", DURABLE, name="s", selector=SELECTOR, no_local=True)
+        assert consume(subscriber, 40) == wanted[20:]
+        subscriber.drain()
+        assert subscriber.take_buffered() == []
+    assert_clean_log(server)
+
+
+def test_subscription_queue_names_follow_artemis_and_only_browsing_is_allowed(server):
+    with JmsWire.connect(server.address, client_id="app") as jms:
+        session = jms.session()
+        session.consumer("names.t", DURABLE, name="s").detach()
+        session.producer("names.t", TOPIC).send("one")
+        assert bodies(session.browse("names.t::app.s")) == ["one"]
+        with pytest.raises(LinkRefused) as refused:
+            session.browser("names.t::app.other")
+        assert refused.value.condition == "amqp:not-found"
+        with pytest.raises(LinkRefused) as refused:
+            session.consumer("names.t::app.s")
+        assert refused.value.condition == "amqp:not-implemented"
     assert_clean_log(server)
 
 
