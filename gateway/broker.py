@@ -162,6 +162,37 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
 
 
+class _RouteAtCommit:
+    """The token of a journaled message nobody waits for (a management reply to a paging node): routed when its
+    row is committed, in journal order; if the row could not be written, routed from memory only."""
+
+    __slots__ = ("broker", "node", "message")
+
+    def __init__(self, broker: Broker, node: Queue | Topic, message: Message) -> None:
+        self.broker = broker
+        self.node = node
+        self.message = message
+
+    def __call__(self, error: BaseException | None) -> None:
+        message = self.message
+        self.broker.router.committed(message.seq)
+        self.broker._route(self.node, message if error is None else unjournaled(message))
+
+
+def unjournaled(message: Message) -> Message:
+    """The same message, marked as not in the journal (its row could not be written)."""
+    return Message(
+        message.seq,
+        message.raw,
+        header_count=message.header_count,
+        durable=message.durable,
+        priority=message.priority,
+        expires=message.expires,
+        deliver_at=message.deliver_at,
+        origin=message.origin,
+    )
+
+
 class Broker:
     """The container's handler (see the module docstring)."""
 
@@ -913,14 +944,21 @@ class Broker:
             reject(delivery, refusal.condition, refusal.description)
             inbound.top_up()
             return
-        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
+        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending)
         if txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
-            self.transacting.enlist_send(txn, ingest, node, delivery)
+            self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
         elif ingest.record is not None:
-            inbound.pending += 1
-            self.router.submitted(ingest.record.id)
-            self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
+            record = ingest.record
+            inbound.pending += 1  # its credit comes back at the commit: the writer's queue stays bounded
+            self.router.submitted(record.id)
+            waiting: Delivery | None = delivery
+            if not record.durable and not self.settings.journal_non_persistent:
+                # Non-persistent, journaled only to keep its place behind journaled messages (Router.prepare):
+                # accepted at once as ever, routed at its commit, in journal order.
+                accept(delivery)
+                waiting = None
+            self.router.writer.submit_message(record, (waiting, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
             accept(delivery)
@@ -945,7 +983,12 @@ class Broker:
             log.info("management response dropped: no node at reply-to %r", request.reply_to)
             return
         reply = management.encode_response(request, response)
-        self._route(node, self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS).message)
+        ingest = self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS)
+        if ingest.record is None:
+            self._route(node, ingest.message)
+            return
+        self.router.submitted(ingest.record.id)  # journaled (a paging node): routed in journal order
+        self.router.writer.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
 
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
@@ -1005,7 +1048,7 @@ class Broker:
             inbound.pending -= 1
             touched.add(inbound)
             self._route(node, message)
-            if not inbound.closed:
+            if delivery is not None and not inbound.closed:
                 accept(delivery)
         for token in result.failed:
             if callable(token):
@@ -1015,7 +1058,9 @@ class Broker:
             self.router.committed(message.seq)
             inbound.pending -= 1
             touched.add(inbound)
-            if not inbound.closed:
+            if delivery is None:  # non-persistent, accepted already: delivered anyway, from memory only
+                self._route(node, unjournaled(message))
+            elif not inbound.closed:
                 reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
         for inbound in touched:
             inbound.top_up()

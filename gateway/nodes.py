@@ -473,12 +473,18 @@ class Topic:
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
         self.durable_subscriptions = 0  # messages are journaled only while this is above zero
+        self.paging_subscriptions = 0  # durable subscription queues paging now (queue_paging keeps count)
         self.current: Message | None = None  # the last message published (a topic's current value)
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
         self.subscriptions.append(queue)
         if accepts is not None:
             self.filters[id(queue)] = accepts
+
+    def queue_paging(self, started: bool) -> None:
+        """A durable subscription queue's ``on_paging``: while one pages, non-persistent messages to this topic
+        are journaled too (docs/architecture.md, "Paging")."""
+        self.paging_subscriptions += 1 if started else -1
 
     def unsubscribe(self, queue: Queue) -> None:
         if queue in self.subscriptions:

@@ -108,9 +108,12 @@ class _BrowseToken:
 class Pager:
     """Attaches durable queues to the journal: ``attach`` at creation, ``recover`` at start-up."""
 
-    def __init__(self, writer: Any, page_messages: int) -> None:
+    def __init__(self, writer: Any, page_messages: int, non_durable_after: int = 0) -> None:
         self._writer = writer
         self.page_messages = page_messages
+        # Journal rows with durable = false (non-persistent messages) count only above this id: those of earlier
+        # runs did not survive the restart.
+        self.non_durable_after = non_durable_after
         self.pages = 0
 
     def attach(self, queue: Queue, cursor_id: int, address: str, accepts: RowFilter | None = None) -> None:
@@ -119,11 +122,11 @@ class Pager:
             return
 
         def on_page(q: Queue, after: int, upto: int, limit: int) -> None:
-            read = PageRead(cursor_id, address, after, upto, limit)
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
             self._writer.submit_page(read, _PageToken(self, q, read, accepts))
 
         def on_browse(browser: Browser, after: int, upto: int, limit: int) -> None:
-            read = PageRead(cursor_id, address, after, upto, limit)
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
             self._writer.submit_page(read, _BrowseToken(browser, read, accepts))
 
         queue.page_limit = self.page_messages
@@ -140,7 +143,7 @@ class Pager:
         limit = self.page_messages if self.page_messages > 0 else None
         loaded = 0
         last = cursor.low_water
-        for stored in backlog(session, cursor):
+        for stored in backlog(session, cursor, non_durable_after=self.non_durable_after):
             if limit is not None and loaded >= limit:
                 break
             last = stored.id
@@ -149,6 +152,6 @@ class Pager:
                 loaded += 1
         else:
             return loaded, 0
-        left = backlog_count(session, cursor, last, upto)
+        left = backlog_count(session, cursor, last, upto, self.non_durable_after)
         queue.page_from(last, upto, left)
         return loaded, left

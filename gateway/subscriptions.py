@@ -127,6 +127,7 @@ class Subscriptions:
         no_local_id = container_id if details.no_local else None
         if cursor is not None:
             router.pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
+            queue.on_paging = topic.queue_paging
         topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
         if key is not None:
             self.by_key[key] = sub
@@ -150,6 +151,7 @@ class Subscriptions:
         no_local_id = origin_id if record.no_local and record.client_id is not None else None
         topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
         self.router.pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
+        queue.on_paging = topic.queue_paging
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
         return sub
