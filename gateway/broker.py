@@ -22,6 +22,7 @@ from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
 from gateway import codec, management
+from gateway.browsing import Browser
 from gateway.io import connection_channel
 from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
@@ -60,6 +61,7 @@ from mapping.addresses import (
     dynamic_kind,
     kind_from_capabilities,
     kind_from_jms_dest,
+    split_fqqn,
     temporary_address,
 )
 from mapping.errors import (
@@ -158,6 +160,37 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         return compile_selector(selector)
     except SelectorError as exc:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
+
+
+class _RouteAtCommit:
+    """The token of a journaled message nobody waits for (a management reply to a paging node): routed when its
+    row is committed, in journal order; if the row could not be written, routed from memory only."""
+
+    __slots__ = ("broker", "node", "message")
+
+    def __init__(self, broker: Broker, node: Queue | Topic, message: Message) -> None:
+        self.broker = broker
+        self.node = node
+        self.message = message
+
+    def __call__(self, error: BaseException | None) -> None:
+        message = self.message
+        self.broker.router.committed(message.seq)
+        self.broker._route(self.node, message if error is None else unjournaled(message))
+
+
+def unjournaled(message: Message) -> Message:
+    """The same message, marked as not in the journal (its row could not be written)."""
+    return Message(
+        message.seq,
+        message.raw,
+        header_count=message.header_count,
+        durable=message.durable,
+        priority=message.priority,
+        expires=message.expires,
+        deliver_at=message.deliver_at,
+        origin=message.origin,
+    )
 
 
 class Broker:
@@ -445,6 +478,10 @@ class Broker:
             self._open_handler(link, state, address)
             return
         filters = read_filters(source.filters)
+        fqqn = None if source.dynamic else split_fqqn(address)
+        if fqqn is not None:
+            self._open_subscription_browser(link, state, source, fqqn, filters)
+            return
         if not source.dynamic and address and kind_from_capabilities(source.capabilities) != QUEUE:
             fetch = "fetch" in source.capabilities
             selector = _topic_selector(fetch_selector if fetch else selector_address, address)
@@ -475,8 +512,9 @@ class Broker:
             outbound = Outbound(link, state, node)
             if matcher is not None:
                 outbound.filter = lambda message: matcher(message.raw)
-            outbound.browse = source.distribution_mode == 1  # copy on a queue means browse (mapping §2.2)
-            if not outbound.browse:
+            if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
+                self._make_browser(outbound)
+            else:
                 node.add_consumer(outbound)
             no_local = False  # no-local applies to topics only
         if source.dynamic:
@@ -484,6 +522,29 @@ class Broker:
         link._sg = outbound
         state.links.add(outbound)
         accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local)
+
+    def _open_subscription_browser(
+        self, link: Link, state: ConnectionState, source: TerminusRequest, fqqn: tuple[str, str], filters: FilterRequest
+    ) -> None:
+        """A browser of a topic subscription's queue, named as Artemis names it (``<topic>::<ClientID>.<name>``,
+        ``<topic>::<name>:global``, ...): what a JMS ``QueueBrowser`` on that queue sees there. Only browsing:
+        a subscription is consumed by attaching to its topic with its name."""
+        topic, name = fqqn
+        if source.distribution_mode != 1:
+            raise Refused(NOT_IMPLEMENTED, "a subscription's queue can only be browsed (distribution-mode copy)")
+        self._check(state, Permission.SELECT_TOPIC, topic)
+        self._check(state, Permission.READ_TOPIC, topic)
+        sub = self.subscriptions.by_queue_name(topic, name)
+        if sub is None:
+            raise Refused(NOT_FOUND, f"topic {topic!r} has no subscription queue {name!r}")
+        matcher = _compile(filters.selector)
+        outbound = Outbound(link, state, sub.queue)
+        if matcher is not None:
+            outbound.filter = lambda message: matcher(message.raw)
+        self._make_browser(outbound)
+        link._sg = outbound
+        state.links.add(outbound)
+        accept_consumer(link, None, filters.selector, False)
 
     def _hold_if_missing(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector | None, fetch: bool
@@ -745,6 +806,9 @@ class Broker:
 
     def _end_consumer(self, out: Outbound, *, abrupt: bool, closed: bool) -> None:
         queue = out.queue
+        if out.browser is not None:
+            out.browser.close()  # a page read still on its way is dropped when it comes back
+            return
         queue.remove_consumer(out)
         settlement = settle_unsettled(abrupt)
         for message in sorted(out.unsettled.values(), key=lambda m: m.seq):
@@ -775,20 +839,43 @@ class Broker:
         if out.fetch is not None:
             self._send_fetched(out)
             return
-        if out.browse:
+        if out.browser is not None:
             self._browse(out)
-        else:
-            out.queue.dispatch()
+            return
+        out.queue.dispatch()
         if link.drain_mode and link.credit > 0:
             link.drained()
         out.credit = link.credit
 
+    def _make_browser(self, out: Outbound) -> None:
+        browser = out.browser = Browser(out.queue, out.filter)
+
+        def on_rows() -> None:  # a journal page read for it came back (inside on_journal_committed)
+            try:
+                self._browse(out)
+            except Exception:
+                log.exception("internal error while browsing %r", out.queue.name)
+                self._close_link(out, Condition(INTERNAL_ERROR, "internal error; see the server log"))
+
+        browser.on_rows = on_rows
+
     def _browse(self, out: Outbound) -> None:
-        for message in out.queue.take_for(out, 1 << 30):
-            if out.credit <= 0:
-                return
-            if message.seq > out.browsed:
-                out.deliver_copy(message)
+        """Copies for a browser (gateway.browsing), as far as its credit goes. A drain is answered only once the
+        walk has nothing more to show: while a journal page is being read for it, the answer waits for the
+        page (else Qpid JMS would take the early answer for the end of the queue)."""
+        browser = out.browser
+        assert browser is not None
+        if out.closed:
+            return
+        if browser.failed:
+            self._close_link(out, Condition(INTERNAL_ERROR, "browsing failed: the journal could not be read"))
+            return
+        for message in browser.take(out.credit):
+            out.deliver_copy(message)
+        link = out.link
+        if link.drain_mode and link.credit > 0 and not browser.reading:
+            link.drained()
+        out.credit = link.credit
 
     # -- deliveries ------------------------------------------------------------------------------------------
     @guarded
@@ -857,14 +944,21 @@ class Broker:
             reject(delivery, refusal.condition, refusal.description)
             inbound.top_up()
             return
-        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id)
+        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending)
         if txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
-            self.transacting.enlist_send(txn, ingest, node, delivery)
+            self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
         elif ingest.record is not None:
-            inbound.pending += 1
-            self.router.submitted(ingest.record.id)
-            self.router.writer.submit_message(ingest.record, (delivery, ingest.message, node, inbound))
+            record = ingest.record
+            inbound.pending += 1  # its credit comes back at the commit: the writer's queue stays bounded
+            self.router.submitted(record.id)
+            waiting: Delivery | None = delivery
+            if not record.durable and not self.settings.journal_non_persistent:
+                # Non-persistent, journaled only to keep its place behind journaled messages (Router.prepare):
+                # accepted at once as ever, routed at its commit, in journal order.
+                accept(delivery)
+                waiting = None
+            self.router.writer.submit_message(record, (waiting, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
             accept(delivery)
@@ -889,7 +983,12 @@ class Broker:
             log.info("management response dropped: no node at reply-to %r", request.reply_to)
             return
         reply = management.encode_response(request, response)
-        self._route(node, self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS).message)
+        ingest = self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS)
+        if ingest.record is None:
+            self._route(node, ingest.message)
+            return
+        self.router.submitted(ingest.record.id)  # journaled (a paging node): routed in journal order
+        self.router.writer.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
 
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
@@ -949,7 +1048,7 @@ class Broker:
             inbound.pending -= 1
             touched.add(inbound)
             self._route(node, message)
-            if not inbound.closed:
+            if delivery is not None and not inbound.closed:
                 accept(delivery)
         for token in result.failed:
             if callable(token):
@@ -959,7 +1058,9 @@ class Broker:
             self.router.committed(message.seq)
             inbound.pending -= 1
             touched.add(inbound)
-            if not inbound.closed:
+            if delivery is None:  # non-persistent, accepted already: delivered anyway, from memory only
+                self._route(node, unjournaled(message))
+            elif not inbound.closed:
                 reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
         for inbound in touched:
             inbound.top_up()

@@ -21,6 +21,7 @@ from cproton import (
 from proton import Condition, Delivery, Link
 
 from gateway import codec
+from gateway.browsing import Browser
 from gateway.nodes import Message, Queue, Topic
 
 
@@ -91,8 +92,7 @@ class Outbound:
         "presettled",
         "_tag",
         "closed",
-        "browse",
-        "browsed",
+        "browser",
         "filter",
     )
 
@@ -110,8 +110,7 @@ class Outbound:
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
         self.closed = False
-        self.browse = False
-        self.browsed = 0  # highest sequence a browser has seen
+        self.browser: Browser | None = None  # set on a browser (distribution-mode copy on a queue)
         self.filter: Any = None
 
     def accepts(self, message: Message) -> bool:
@@ -145,7 +144,6 @@ class Outbound:
         link.advance()
         delivery.settle()
         self.credit -= 1
-        self.browsed = message.seq
 
     def settled_message(self, delivery: Delivery) -> Message | None:
         return self.unsettled.pop(delivery._impl, None)

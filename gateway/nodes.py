@@ -13,8 +13,9 @@ Paging: a durable queue with ``page_limit`` set keeps at most about that many av
 journaled message that arrives when the queue is full is not kept (the journal has it): the queue only remembers
 the range of sequences that may be in the journal and not in memory (``_paged_after`` < seq <= ``_paged_upto``)
 and, once its consumers have taken it down to half the limit, asks for the next page through ``on_page``. The
-gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Why and the ordering
-argument: docs/architecture.md, "Paging".
+gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Every available message
+up to ``horizon()`` is in memory; a browser (``gateway.browsing``) reads what lies beyond through ``on_browse``,
+without changing any of this. Why and the ordering argument: docs/architecture.md, "Paging".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from mapping.outcomes import Settlement
 
@@ -91,8 +92,15 @@ class Cursor(Protocol):
     def failed(self, seq: int, failures: int) -> None: ...
 
 
+ALL = 1 << 62  # a sequence above every sequence
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _seq(message: Message) -> int:
+    return message.seq
 
 
 class Queue:
@@ -124,12 +132,14 @@ class Queue:
         # Paging (see the module docstring). page_limit 0: everything stays in memory.
         self.page_limit = 0
         self.on_page: Callable[[Queue, int, int, int], None] | None = None  # (queue, after, upto, limit)
+        # A browser's page read: (browser, after, upto, limit); the answer goes to the browser, not to the queue.
+        self.on_browse: Callable[[Any, int, int, int], None] | None = None
+        self.on_paging: Callable[[bool], None] | None = None  # told when the queue starts (True) and stops paging
         self._paged_after = -1  # -1: not paging
         self._paged_upto = 0
         self._paged_count = 0  # messages only in the journal (an estimate after a restart)
         self._page_pending = False
         self._last_journaled = 0  # highest journaled sequence taken into memory
-        self._kept: set[int] = set()  # journaled stragglers kept in memory inside the paged range
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
@@ -146,6 +156,15 @@ class Queue:
     @property
     def available(self) -> int:
         return len(self._ready) + len(self._returned)
+
+    @property
+    def paged_upto(self) -> int:
+        """The highest sequence that may be in the journal only (0 when not paging)."""
+        return self._paged_upto
+
+    def horizon(self) -> int:
+        """Every available message up to this sequence is in memory (all of them when not paging)."""
+        return self._paged_after if self._paged_after >= 0 else ALL
 
     def low_water(self) -> int:
         """The highest sequence below every message this queue still holds (for the journal cursor)."""
@@ -170,30 +189,38 @@ class Queue:
             self.dispatch()
 
     def _page_out(self, message: Message) -> bool:
-        """True if the message stays in the journal only: the queue is paging and it is the new tail, or the
-        queue is full and it is newer than every journaled message in memory."""
+        """True if the message stays in the journal only: the queue is paging and it is newer than every message
+        in memory, or the queue is full and it is newer than every journaled message in memory.
+
+        A straggler (a transaction's message gets its sequence when sent and arrives at the commit, after later
+        ones) inside the paged range stays in the journal too, so it keeps its place: its row was committed
+        before it got here, and a page read that could have missed it was answered before (the writer commits
+        and answers in order), so a later read returns it."""
         seq = message.seq
         if self._paged_after >= 0:
+            if seq <= self._paged_after:
+                return False  # older than everything paged out: its place is in memory
             if seq > self._paged_upto:
                 self._paged_upto = seq
-                self._paged_count += 1
-                return True
-            if seq > self._paged_after:
-                self._kept.add(seq)  # a straggler (a transaction committed late): a page read may return it too
-            return False
+            self._paged_count += 1
+            return True
         if seq > self._last_journaled and len(self._ready) + len(self._returned) >= self.page_limit:
-            self._paged_after = seq - 1
-            self._paged_upto = seq
-            self._paged_count = 1
+            self._start_paging(seq - 1, seq, 1)
             return True
         return False
+
+    def _start_paging(self, after: int, upto: int, count: int) -> None:
+        was_paging = self._paged_after >= 0
+        self._paged_after = after
+        self._paged_upto = upto
+        self._paged_count = count
+        if not was_paging and self.on_paging is not None:
+            self.on_paging(True)
 
     def page_from(self, after: int, upto: int, count: int) -> None:
         """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
         if upto > after:
-            self._paged_after = max(after, self._last_journaled)
-            self._paged_upto = upto
-            self._paged_count = count
+            self._start_paging(max(after, self._last_journaled), upto, count)
             self._request_page()
 
     def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
@@ -202,26 +229,23 @@ class Queue:
         self._page_pending = False
         if self._paged_after != after:
             return  # purged meanwhile, or an answer already applied: stale
-        kept = self._kept
         for message, failures in rows:
-            if message.seq in kept:
-                continue
             self._take(message, failures)
-            self._paged_count = max(0, self._paged_count - 1)
+        self._paged_count = max(0, self._paged_count - len(rows))
         if reached >= self._paged_upto:
             self._stop_paging()
         else:
             self._paged_after = reached
-            if kept:
-                self._kept = {seq for seq in kept if seq > reached}
         if self.consumers:
             self.dispatch()
 
     def _stop_paging(self) -> None:
+        was_paging = self._paged_after >= 0
         self._paged_after = -1
         self._paged_upto = 0
         self._paged_count = 0
-        self._kept = set()
+        if was_paging and self.on_paging is not None:
+            self.on_paging(False)
 
     def page_failed(self) -> None:
         """The page read failed; the next dispatch asks again."""
@@ -350,10 +374,21 @@ class Queue:
             return False
         return consumer.accepts(message)
 
-    def take_for(self, consumer: Consumer, limit: int) -> list[Message]:
-        """Browse: copies of available messages in queue order (nothing is removed)."""
-        merged = sorted([m for _, m in self._returned] + list(self._ready), key=lambda m: m.seq)
-        return [m for m in merged if consumer.accepts(m)][:limit]
+    def browsable(self, after: int) -> list[Message]:
+        """Browse: the available messages in memory above sequence ``after``, in queue order (nothing is
+        removed)."""
+        found = [m for m in self._ready if m.seq > after]
+        found.extend(m for seq, m in self._returned if seq > after)
+        found.sort(key=_seq)
+        return found
+
+    def read_for(self, browser: Any, after: int, upto: int, limit: int) -> bool:
+        """Ask for a browser's page of this queue's journal-only messages above ``after`` (``on_browse``); False
+        when the queue has no journal to read."""
+        if self.on_browse is None:
+            return False
+        self.on_browse(browser, after, upto, limit)
+        return True
 
     # -- settlement ----------------------------------------------------------------------------------------
     def settle(
@@ -438,12 +473,18 @@ class Topic:
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
         self.durable_subscriptions = 0  # messages are journaled only while this is above zero
+        self.paging_subscriptions = 0  # durable subscription queues paging now (queue_paging keeps count)
         self.current: Message | None = None  # the last message published (a topic's current value)
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
         self.subscriptions.append(queue)
         if accepts is not None:
             self.filters[id(queue)] = accepts
+
+    def queue_paging(self, started: bool) -> None:
+        """A durable subscription queue's ``on_paging``: while one pages, non-persistent messages to this topic
+        are journaled too (docs/architecture.md, "Paging")."""
+        self.paging_subscriptions += 1 if started else -1
 
     def unsubscribe(self, queue: Queue) -> None:
         if queue in self.subscriptions:

@@ -4,7 +4,8 @@ Owns the link between a durable ``Queue`` (which decides when it pages: ``gatewa
 page read goes to the journal writer thread (``JournalWriter.submit_page``), which runs it after everything
 submitted before it is committed and hands the rows back through the container's ``EventInjector`` like a
 commit. The reactor thread never waits on the store. Rows become ``Message`` objects here, filtered as the
-queue's topic would have filtered them when they were published (JMS selector, no-local).
+queue's topic would have filtered them when they were published (JMS selector, no-local). A browser's page
+(``gateway.browsing``) is the same read, answered to the browser instead of the queue.
 
 Why paging and why reads go through the writer: docs/architecture.md, "Paging".
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway import codec
+from gateway.browsing import Browser
 from gateway.nodes import Message, Queue
 from storage.records import PageRead, StoredMessage
 
@@ -79,12 +81,39 @@ class _PageToken:
         queue.page_loaded(rows, read.after, reached)
 
 
+class _BrowseToken:
+    """Comes back from the writer with the rows of one read for a browser (or the error)."""
+
+    __slots__ = ("browser", "read", "accepts")
+
+    def __init__(self, browser: Browser, read: PageRead, accepts: RowFilter | None) -> None:
+        self.browser = browser
+        self.read = read
+        self.accepts = accepts
+
+    def __call__(self, outcome: list[StoredMessage] | BaseException | None) -> None:
+        browser, read = self.browser, self.read
+        if not isinstance(outcome, list):
+            log.warning("browse page read of %r failed: %s", browser.queue.name, outcome)
+            browser.page_failed()
+            return
+        if browser.closed:
+            browser.page_loaded([], read.after)  # the link is gone: drop the page
+            return
+        reached = read.upto if len(outcome) < read.limit else outcome[-1].id
+        accepts = self.accepts
+        browser.page_loaded([restored(s) for s in outcome if accepts is None or accepts(s)], reached)
+
+
 class Pager:
     """Attaches durable queues to the journal: ``attach`` at creation, ``recover`` at start-up."""
 
-    def __init__(self, writer: Any, page_messages: int) -> None:
+    def __init__(self, writer: Any, page_messages: int, non_durable_after: int = 0) -> None:
         self._writer = writer
         self.page_messages = page_messages
+        # Journal rows with durable = false (non-persistent messages) count only above this id: those of earlier
+        # runs did not survive the restart.
+        self.non_durable_after = non_durable_after
         self.pages = 0
 
     def attach(self, queue: Queue, cursor_id: int, address: str, accepts: RowFilter | None = None) -> None:
@@ -93,11 +122,16 @@ class Pager:
             return
 
         def on_page(q: Queue, after: int, upto: int, limit: int) -> None:
-            read = PageRead(cursor_id, address, after, upto, limit)
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
             self._writer.submit_page(read, _PageToken(self, q, read, accepts))
+
+        def on_browse(browser: Browser, after: int, upto: int, limit: int) -> None:
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
+            self._writer.submit_page(read, _BrowseToken(browser, read, accepts))
 
         queue.page_limit = self.page_messages
         queue.on_page = on_page
+        queue.on_browse = on_browse
 
     def recover(
         self, session: Any, queue: Queue, cursor: Any, upto: int, accepts: RowFilter | None = None
@@ -109,7 +143,7 @@ class Pager:
         limit = self.page_messages if self.page_messages > 0 else None
         loaded = 0
         last = cursor.low_water
-        for stored in backlog(session, cursor):
+        for stored in backlog(session, cursor, non_durable_after=self.non_durable_after):
             if limit is not None and loaded >= limit:
                 break
             last = stored.id
@@ -118,6 +152,6 @@ class Pager:
                 loaded += 1
         else:
             return loaded, 0
-        left = backlog_count(session, cursor, last, upto)
+        left = backlog_count(session, cursor, last, upto, self.non_durable_after)
         queue.page_from(last, upto, left)
         return loaded, left

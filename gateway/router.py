@@ -61,7 +61,10 @@ class Router:
         self._next_cursor_id = catalog.max_cursor_id
         self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
         self.topics = TopicSpace()  # cursor id -> the queue it records
-        self.pager = Pager(writer, settings.page_messages)
+        # Rows of earlier runs with durable = false are non-persistent messages: they do not survive a restart
+        # (unless --journal-non-persistent, which journals them to keep them).
+        non_durable_after = 0 if settings.journal_non_persistent else catalog.max_message_id
+        self.pager = Pager(writer, settings.page_messages, non_durable_after)
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
@@ -170,8 +173,15 @@ class Router:
         return topic
 
     # -- messages ------------------------------------------------------------------------------------------
-    def prepare(self, raw: bytes, env: codec.Envelope, node: Node, origin: object, publisher_id: str) -> Ingest:
-        """Build the routed message and, for a durable destination, its journal record."""
+    def prepare(
+        self, raw: bytes, env: codec.Envelope, node: Node, origin: object, publisher_id: str, behind: int = 0
+    ) -> Ingest:
+        """Build the routed message and, for a durable destination, its journal record.
+
+        A non-persistent message gets a record too (a row with durable = false) when it must not overtake
+        journaled ones: while ``node`` pages (older messages are in the journal only), or while ``behind`` — its
+        publisher's messages still on their way into the journal — is above zero. Journaled, it is routed in
+        journal order (docs/architecture.md, "Paging")."""
         self._next_seq += 1
         seq = self._next_seq
         now = now_ms()
@@ -179,26 +189,13 @@ class Router:
         if env.ttl:
             expires = min(expires, now + env.ttl) if expires else now + env.ttl
         deliver_at = _delivery_time(env.annotations, now)
-        journaled = (env.durable or self.settings.journal_non_persistent) and self._journals(node)
+        if env.durable or self.settings.journal_non_persistent:
+            journaled = self._journals(node)
+        else:
+            journaled = (behind > 0 or self.pages(node)) and self._journals(node)
         record = None
         if journaled:
-            publisher_seq = seq
-            bookmark = f"{publisher_id}|{publisher_seq}|"
-            raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
-            record = NewMessage(
-                id=seq,
-                address=node.name,
-                node_kind=node.kind,
-                publisher_id=publisher_id,
-                publisher_seq=publisher_seq,
-                bookmark=bookmark,
-                ts_ms=now,
-                expires_ms=expires or None,
-                deliver_ms=deliver_at or None,
-                durable=env.durable,
-                priority=env.priority,
-                payload=raw,
-            )
+            raw, record = self._record(seq, raw, env, node, publisher_id, now, expires, deliver_at)
         message = Message(
             seq,
             raw,
@@ -211,6 +208,68 @@ class Router:
             journaled=journaled,
         )
         return Ingest(message, record)
+
+    def journal_late(self, ingest: Ingest, node: Node, publisher_id: str) -> Ingest:
+        """A record for a prepared, not yet routed, non-persistent message after all (a transaction's send whose
+        node started paging before the commit), with the sequence it already has."""
+        message = ingest.message
+        env = codec.scan(message.raw)
+        raw, record = self._record(
+            message.seq, message.raw, env, node, publisher_id, now_ms(), message.expires, message.deliver_at
+        )
+        routed = Message(
+            message.seq,
+            raw,
+            header_count=message.header_count,
+            durable=message.durable,
+            priority=message.priority,
+            expires=message.expires,
+            deliver_at=message.deliver_at,
+            origin=message.origin,
+            journaled=True,
+        )
+        return Ingest(routed, record)
+
+    def _record(
+        self,
+        seq: int,
+        raw: bytes,
+        env: codec.Envelope,
+        node: Node,
+        publisher_id: str,
+        now: int,
+        expires: int,
+        deliver_at: int,
+    ) -> tuple[bytes, NewMessage]:
+        """The journal record of a message (and its bytes, now with the bookmark annotation)."""
+        bookmark = f"{publisher_id}|{seq}|"
+        raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
+        record = NewMessage(
+            id=seq,
+            address=node.name,
+            node_kind=node.kind,
+            publisher_id=publisher_id,
+            publisher_seq=seq,
+            bookmark=bookmark,
+            ts_ms=now,
+            expires_ms=expires or None,
+            deliver_ms=deliver_at or None,
+            durable=env.durable,
+            priority=env.priority,
+            payload=raw,
+        )
+        return raw, record
+
+    def pages(self, node: Node) -> bool:
+        """Some of the node's messages are in the journal only: the queue pages, or one of the topic's durable
+        subscriptions does."""
+        if isinstance(node, Topic):
+            return node.paging_subscriptions > 0
+        return node.paging
+
+    def may_page(self, node: Node) -> bool:
+        """The node keeps journaled messages and pages them when its queue (or a durable subscription's) fills."""
+        return self.pager.page_messages > 0 and self._journals(node)
 
     def _journals(self, node: Node) -> bool:
         if isinstance(node, Topic):

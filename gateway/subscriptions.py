@@ -15,7 +15,7 @@ from collections.abc import Callable
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.paging import row_filter
 from gateway.router import JournalCursor, Router
-from mapping.subscriptions import Details, Existing, Kind, SubscriptionKey
+from mapping.subscriptions import Details, Existing, Kind, SubscriptionKey, queue_name
 from storage.records import SubscriptionRecord
 
 log = logging.getLogger("subgate.subscriptions")
@@ -127,6 +127,7 @@ class Subscriptions:
         no_local_id = container_id if details.no_local else None
         if cursor is not None:
             router.pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
+            queue.on_paging = topic.queue_paging
         topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
         if key is not None:
             self.by_key[key] = sub
@@ -150,6 +151,7 @@ class Subscriptions:
         no_local_id = origin_id if record.no_local and record.client_id is not None else None
         topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
         self.router.pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
+        queue.on_paging = topic.queue_paging
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
         return sub
@@ -185,3 +187,11 @@ class Subscriptions:
 
     def named(self) -> list[Subscription]:
         return list(self.by_key.values())
+
+    def by_queue_name(self, topic: str, name: str) -> Subscription | None:
+        """The named subscription of ``topic`` whose queue Artemis would call ``name`` (``mapping.subscriptions.
+        queue_name``), if any."""
+        for sub in self.by_key.values():
+            if sub.key is not None and sub.topic.name == topic and queue_name(sub.key, sub.kind) == name:
+                return sub
+        return None

@@ -60,11 +60,13 @@ class Transacting:
             return None
         return self.transactions.get(_txn_id(delivery.remote.data or []))
 
-    def enlist_send(self, txn: Transaction, ingest: Ingest, node: Queue | Topic, delivery: Delivery) -> None:
+    def enlist_send(
+        self, txn: Transaction, ingest: Ingest, node: Queue | Topic, delivery: Delivery, publisher_id: str
+    ) -> None:
         """Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3)."""
         if ingest.record is not None:
             self.router.submitted(ingest.record.id)  # holds every low-water mark below it until the discharge
-        txn.sends.append((ingest, node))
+        txn.sends.append((ingest, node, publisher_id))
         transactional_accept(delivery, txn.txn_id)
 
     def enlist_ack(self, out: Outbound, delivery: Delivery, message: Message) -> None:
@@ -129,7 +131,8 @@ class Transacting:
     def _commit(self, txn: Transaction, delivery: Delivery) -> None:
         """Write the transaction's messages and acknowledgements in one database transaction, then route and
         settle; the discharge is accepted only after that commit (mapping §6.2)."""
-        records = [ingest.record for ingest, _ in txn.sends if ingest.record is not None]
+        self._journal_behind_paged(txn)
+        records = [ingest.record for ingest, _, _ in txn.sends if ingest.record is not None]
         acks = [
             (queue.cursor.cursor_id, message.seq)
             for queue, message, settlement in txn.acks
@@ -149,8 +152,24 @@ class Transacting:
         else:
             done(None)
 
+    def _journal_behind_paged(self, txn: Transaction) -> None:
+        """Journal (in the same database transaction) the non-persistent sends that could otherwise overtake
+        journaled ones at this commit (Router.prepare): those to a node that pages now, and, while paging is on,
+        those after a journaled send of this transaction (routing that one may start the paging)."""
+        router = self.router
+        behind = False
+        for i, (ingest, node, publisher_id) in enumerate(txn.sends):
+            if ingest.record is not None:
+                behind = True
+            elif router.pages(node) or (behind and router.may_page(node)):
+                late = router.journal_late(ingest, node, publisher_id)
+                assert late.record is not None
+                router.submitted(late.record.id)
+                txn.sends[i] = (late, node, publisher_id)
+                behind = True
+
     def _committed(self, txn: Transaction) -> None:
-        for ingest, node in txn.sends:
+        for ingest, node, _ in txn.sends:
             if ingest.record is not None:
                 self.router.committed(ingest.message.seq)
             self._route(node, ingest.message)
@@ -161,7 +180,7 @@ class Transacting:
 
     def _rollback(self, txn: Transaction) -> None:
         """Discard the sends; return the acknowledged messages with delivery-count + 1 (mapping §6.4)."""
-        for ingest, _ in txn.sends:
+        for ingest, _, _ in txn.sends:
             if ingest.record is not None:
                 self.router.committed(ingest.message.seq)
         txn.sends.clear()

@@ -69,11 +69,11 @@ def read_control(raw: bytes) -> Control:
 
 @dataclass(eq=False, slots=True)
 class Transaction:
-    """One open transaction. ``sends``: (prepared ingest, node) pairs; ``acks``: (queue, message, outcome)."""
+    """One open transaction. ``sends``: (prepared ingest, node, publisher id); ``acks``: (queue, message, outcome)."""
 
     txn_id: bytes
     owner: Any  # the coordinator link state that declared it
-    sends: list[tuple[Any, Any]] = field(default_factory=list)
+    sends: list[tuple[Any, Any, str]] = field(default_factory=list)
     acks: list[tuple[Queue, Message, Settlement]] = field(default_factory=list)
 
 

@@ -32,6 +32,22 @@ JMS_DEST_KINDS: dict[int, str] = {0: QUEUE, 1: TOPIC, 2: QUEUE, 3: TOPIC}
 # Addresses of temporary (dynamic) nodes start with this; they are never auto-created (a deleted temporary
 # destination stays deleted).
 TEMPORARY_PREFIX = "$temp."
+# Artemis' fully qualified queue name: ``<address>::<queue>`` (here: a topic and one of its subscriptions' queues).
+FQQN_SEPARATOR = "::"
+
+
+def split_fqqn(address: str) -> tuple[str, str] | None:
+    """``(address, queue)`` of a fully qualified queue name, or None for a plain address.
+
+    Raises:
+        Refused: ``amqp:invalid-field`` when either part is empty.
+    """
+    if FQQN_SEPARATOR not in address:
+        return None
+    node, _, queue = address.partition(FQQN_SEPARATOR)
+    if not node or not queue:
+        raise Refused(INVALID_FIELD, f"{address!r} is not a fully qualified queue name (<address>::<queue>)")
+    return node, queue
 
 
 def temporary_address(kind: str, unique: str) -> str:

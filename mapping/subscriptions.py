@@ -217,6 +217,20 @@ def lookup_source_capabilities(key: SubscriptionKey, kind: Kind) -> list[str]:
     return capabilities
 
 
+def queue_name(key: SubscriptionKey, kind: Kind) -> str:
+    """The name ActiveMQ Artemis gives the queue of this subscription (its AMQP naming, without core subscription
+    naming), so ``<topic>::<queue name>`` names the same subscription on both brokers: ``<ClientID>.<name>``
+    (``<name>`` when global), then ``:shared-volatile`` for a shared volatile one and ``:global`` for a global
+    shared one (``app.s``, ``s:global``, ``app.s:shared-volatile``, ``s:shared-volatile:global``)."""
+    name = key.name if key.client_id is None else f"{key.client_id}.{key.name}"
+    if kind.shared:
+        if kind is Kind.SHARED_VOLATILE:
+            name += ":shared-volatile"
+        if key.client_id is None:
+            name += ":global"
+    return name
+
+
 def removed_on_detach(kind: Kind, closed: bool, remaining_consumers: int) -> bool:
     """Whether a subscription goes away when one of its consumer links ends (§2.6, §10.4).
 

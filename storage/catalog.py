@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Connection, Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
@@ -36,8 +36,12 @@ def load_catalog(session: Session) -> Catalog:
     )
 
 
-def _backlog_stmt(cursor_id: int, address: str, after: int, upto: int | None = None) -> Select[Any]:
-    """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order."""
+def _backlog_stmt(
+    cursor_id: int, address: str, after: int, upto: int | None = None, non_durable_after: int = 0
+) -> Select[Any]:
+    """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order; rows with
+    ``durable = false`` only above ``non_durable_after`` (non-persistent messages written before the last start
+    are gone)."""
     acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
     failures = (
         select(DeliveryFailure.failures)
@@ -60,6 +64,8 @@ def _backlog_stmt(cursor_id: int, address: str, after: int, upto: int | None = N
         )
         .order_by(JournalMessage.id)
     )
+    if non_durable_after > after:
+        stmt = stmt.where(or_(JournalMessage.durable.is_(True), JournalMessage.id > non_durable_after))
     return stmt if upto is None else stmt.where(JournalMessage.id <= upto)
 
 
@@ -68,26 +74,33 @@ def _stored(row: Any) -> StoredMessage:
 
 
 def backlog(
-    session: Session, cursor: CursorRecord, batch: int = 5000, *, after: int | None = None
+    session: Session,
+    cursor: CursorRecord,
+    batch: int = 5000,
+    *,
+    after: int | None = None,
+    non_durable_after: int = 0,
 ) -> Iterator[StoredMessage]:
     """The journaled messages of ``cursor.address`` above the low-water mark (or above ``after``, when higher)
-    that the cursor has not acked."""
+    that the cursor has not acked; rows with ``durable = false`` only above ``non_durable_after`` (at start-up:
+    the journal's highest id, so none of them)."""
     low = cursor.low_water if after is None else max(after, cursor.low_water)
-    stmt = _backlog_stmt(cursor.id, cursor.address, low).execution_options(yield_per=batch)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after).execution_options(yield_per=batch)
     for row in session.execute(stmt):
         yield _stored(row)
 
 
-def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int) -> int:
+def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0) -> int:
     """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
-    stmt = _backlog_stmt(cursor.id, cursor.address, max(after, cursor.low_water), upto).subquery()
+    low = max(after, cursor.low_water)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, upto, non_durable_after).subquery()
     return session.scalar(select(func.count()).select_from(stmt)) or 0
 
 
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:
     """One page of a backlog (``PageRead``), on a connection the caller owns (the journal writer's)."""
-    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto).limit(read.limit)
-    return [_stored(row) for row in conn.execute(stmt)]
+    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto, read.non_durable_after)
+    return [_stored(row) for row in conn.execute(stmt.limit(read.limit))]
 
 
 def _ms(value: datetime | None) -> int | None:

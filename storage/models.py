@@ -77,6 +77,8 @@ class JournalMessage(Base):
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     deliver_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # header.durable. False: a non-persistent message, journaled to keep its producer's order while its queue
+    # paged (or by --journal-non-persistent); without that flag the server ignores such rows after a restart.
     durable: Mapped[bool] = mapped_column(Boolean)
     priority: Mapped[int] = mapped_column(SmallInteger)
     size: Mapped[int] = mapped_column(Integer)

@@ -60,13 +60,16 @@ class StoredMessage:
 @dataclass(frozen=True, slots=True)
 class PageRead:
     """A read of one page of a durable queue's backlog: its journal rows above ``after`` up to ``upto`` that
-    ``cursor_id`` has not acked, at most ``limit`` of them, in order (the journal writer runs it)."""
+    ``cursor_id`` has not acked, at most ``limit`` of them, in order (the journal writer runs it). Rows with
+    ``durable = false`` count only above ``non_durable_after`` (the earlier runs' non-persistent messages did not
+    survive their restart)."""
 
     cursor_id: int
     address: str
     after: int
     upto: int
     limit: int
+    non_durable_after: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,8 +93,9 @@ def backlog_count(
 ) -> int:
     """How many journal messages of ``record.topic`` the subscription still holds.
 
-    Those are the messages above its cursor's low-water mark that the cursor has not acknowledged. A
-    subscription without a cursor holds nothing.
+    Those are the persistent messages above its cursor's low-water mark that the cursor has not acknowledged.
+    Rows with ``durable = false`` (non-persistent messages journaled while the subscription paged) are not
+    counted: the server drops them at its next start. A subscription without a cursor holds nothing.
 
     Args:
         matches: when given, only payloads it accepts are counted (the subscription's compiled selector); the
@@ -106,7 +107,7 @@ def backlog_count(
     if low_water is None:
         return 0
     acked = exists().where(Ack.cursor_id == record.cursor_id, Ack.message_id == JournalMessage.id)
-    held = (JournalMessage.address == record.topic, JournalMessage.id > low_water, ~acked)
+    held = (JournalMessage.address == record.topic, JournalMessage.id > low_water, JournalMessage.durable, ~acked)
     if matches is None:
         return session.scalar(select(func.count()).select_from(JournalMessage).where(*held)) or 0
     payloads = select(JournalMessage.payload).where(*held).order_by(JournalMessage.id)

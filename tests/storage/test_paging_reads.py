@@ -96,3 +96,28 @@ def test_start_up_reads_above_a_position_and_counts_the_rest(journal):
         assert [m.id for m in backlog(session, cursor, after=0)] == [3, 4, 5, 7, 8, 9, 10]  # low water wins
         assert backlog_count(session, cursor, 4, 9) == 4  # 5, 7, 8, 9
         assert backlog_count(session, cursor, 0, 100) == 7
+
+
+def test_non_durable_rows_count_only_above_the_start_up_boundary(journal):
+    """Rows with durable = false (non-persistent messages journaled to keep their place while a queue paged) are
+    left out of reads and counts at or below ``non_durable_after`` (the journal's end at start-up)."""
+    journal.writer.submit_node(1, "q", "queue", True, False)
+    journal.writer.submit_cursor(1, "queue", "q", "q", 0)
+    for seq in range(1, 11):
+        journal.writer.submit_message(new_message(seq, durable=seq % 2 == 0), seq)
+    journal.writer.start()
+    journal.sync()
+    cursor = journal.cursor(1)
+    with journal.sessions() as session:
+        assert [m.id for m in backlog(session, cursor, non_durable_after=6)] == [2, 4, 6, 7, 8, 9, 10]
+        assert [m.id for m in backlog(session, cursor, after=7, non_durable_after=6)] == [8, 9, 10]
+        assert [m.id for m in backlog(session, cursor)] == list(range(1, 11))
+        assert backlog_count(session, cursor, 0, 10, 6) == 7
+        assert backlog_count(session, cursor, 0, 10) == 10
+    old, new = Answer(), Answer()
+    journal.writer.submit_page(PageRead(1, "q", 0, 10, 5, non_durable_after=6), old)
+    journal.writer.submit_page(PageRead(1, "q", 4, 10, 10), new)
+    run_token(journal, old)
+    run_token(journal, new)
+    assert [r.id for r in old.outcome] == [2, 4, 6, 7, 8]
+    assert [r.id for r in new.outcome] == [5, 6, 7, 8, 9, 10]

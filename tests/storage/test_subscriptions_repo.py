@@ -213,11 +213,14 @@ def test_reset_runtime_drops_volatile_subscriptions_and_zeroes_consumers(populat
 # -- backlog -----------------------------------------------------------------------------------------------------
 @pytest.fixture
 def journal(engine: Engine) -> Engine:
-    """Cursor 1 at low-water 2 with acks 4 and 6; messages 1..8 on prices (odd ones red), 9 and 10 elsewhere."""
+    """Cursor 1 at low-water 2 with acks 4 and 6; messages 1..8 on prices (odd ones red), 9 and 10 elsewhere, 11 a
+    non-persistent one on prices."""
     insert_rows(engine, AckCursor, [cursor_row(1, "app1.sub1", low_water=2)])
     payloads = {i: (b"red" if i % 2 else b"blue") for i in range(1, 9)}
     insert_rows(engine, JournalMessage, [message_row(i, payload=payloads[i]) for i in range(1, 9)])
     insert_rows(engine, JournalMessage, [message_row(9, "orders"), message_row(10, "orders")])
+    # A non-persistent message journaled while the subscription paged: gone at the next start, not counted.
+    insert_rows(engine, JournalMessage, [{**message_row(11, payload=b"red"), "durable": False}])
     insert_rows(engine, Ack, [{"cursor_id": 1, "message_id": 4}, {"cursor_id": 1, "message_id": 6}])
     insert_rows(
         engine,

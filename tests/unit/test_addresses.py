@@ -11,6 +11,7 @@ from mapping.addresses import (
     kind_from_capabilities,
     kind_from_jms_dest,
     resolve_node,
+    split_fqqn,
 )
 from mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED, Refused
 
@@ -121,3 +122,24 @@ def test_pure_modules_import_neither_proton_nor_sqlalchemy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("address", "parts"),
+    [
+        ("orders", None),
+        ("orders:eu", None),  # one colon is part of a name
+        ("orders::app.s", ("orders", "app.s")),
+        ("orders::s:global", ("orders", "s:global")),
+        ("a/b::c::d", ("a/b", "c::d")),  # the first separator splits
+    ],
+)
+def test_fully_qualified_queue_names(address, parts):
+    assert split_fqqn(address) == parts
+
+
+@pytest.mark.parametrize("address", ["::app.s", "orders::", "::"])
+def test_a_fully_qualified_name_needs_both_parts(address):
+    with pytest.raises(Refused) as refused:
+        split_fqqn(address)
+    assert refused.value.condition == INVALID_FIELD

@@ -479,7 +479,7 @@ def test_expire_due_drops_waiting_expired_messages(clock, ready, returned, now, 
     assert queue.expire_due(now) == dropped
     assert queue.expired_count == dropped
     assert sorted(seq for _, seq, _ in cursor.calls) == sorted(set(expires) - set(left))
-    assert [m.seq for m in queue.take_for(FakeConsumer(), 100)] == left
+    assert [m.seq for m in queue.browsable(0)] == left
     clock.now = now
     consumer = FakeConsumer(100)
     queue.add_consumer(consumer)
@@ -547,28 +547,18 @@ def test_released_scheduled_messages_take_their_place_by_sequence():
 # -- browse ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("limit", "accepts", "expected"),
-    [
-        (10, None, [2, 3, 4]),
-        (2, None, [2, 3]),
-        (0, None, []),
-        (10, lambda m: m.seq != 2, [3, 4]),
-        (1, lambda m: m.seq > 2, [3]),
-    ],
-)
-def test_browse_copies_available_messages_in_order(limit, accepts, expected):
+@pytest.mark.parametrize(("after", "expected"), [(0, [2, 3, 4]), (2, [3, 4]), (3, [4]), (4, [])])
+def test_browsable_lists_available_messages_in_order(after, expected):
     # 1 is out for delivery, 2 back in the returned heap, 3 and 4 waiting, 5 scheduled: 2, 3, 4 are browsable
     queue = build(outstanding=[1], returned=[2], ready=[3, 4], scheduled=[5])
-    browsed = queue.take_for(FakeConsumer(accepts=accepts), limit)
-    assert [m.seq for m in browsed] == expected
+    assert [m.seq for m in queue.browsable(after)] == expected
     assert queue.available == 3  # nothing removed
     assert queue.depth == 5
 
 
-def test_browse_of_a_plain_queue():
+def test_browsable_of_a_plain_queue():
     queue = queue_with(1, 2, 3)
-    assert [m.seq for m in queue.take_for(FakeConsumer(), 10)] == [1, 2, 3]
+    assert [m.seq for m in queue.browsable(0)] == [1, 2, 3]
     assert queue.available == 3
 
 

@@ -154,16 +154,49 @@ def test_a_straggler_below_the_paged_range_is_kept_in_memory():
     assert len(consumer.seqs) == 7
 
 
-def test_a_late_commit_inside_the_range_is_not_delivered_twice():
+def test_a_late_commit_inside_the_range_stays_in_the_journal_and_keeps_its_place():
     queue, journal = paged_queue(limit=2)
     publish(queue, journal, 1, 2, 3, 5, 6)  # paging: 3, 5 and 6 in the journal only
     journal.rows[4] = journaled(4)  # committed by a transaction after 5 and 6 were routed
     queue.push(journal.rows[4])
+    assert queue.available == 2 and queue.depth == 6
     consumer = Consumer()
     queue.add_consumer(consumer)
     drain(queue, journal, consumer)
-    assert sorted(consumer.seqs) == [1, 2, 3, 4, 5, 6]
-    assert len(consumer.seqs) == 6
+    assert consumer.seqs == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_late_commit_after_a_read_keeps_its_place():
+    """The read ran before the transaction's commit (so it did not see row 4) and its answer came first (the
+    writer answers in order): 4 then lies above the paged range's new start, and a later read returns it."""
+    queue, journal = paged_queue(limit=2)
+    publish(queue, journal, 1, 2, 3, 5, 6)
+    consumer = Consumer(credit=1)
+    queue.add_consumer(consumer)
+    queue.dispatch()  # 1 goes out: a read of (2, 6], one row
+    assert [(after, upto, limit) for _, after, upto, limit in journal.reads] == [(2, 6, 1)]
+    journal.answer()  # row 3: paged from 3 on
+    journal.rows[4] = journaled(4)
+    queue.push(journal.rows[4])
+    drain(queue, journal, consumer)
+    assert consumer.seqs == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_queue_says_when_it_starts_and_stops_paging():
+    queue, journal = paged_queue(limit=2)
+    changes: list[bool] = []
+    queue.on_paging = changes.append
+    publish(queue, journal, 1, 2, 3, 4)
+    assert changes == [True]
+    consumer = Consumer()
+    queue.add_consumer(consumer)
+    drain(queue, journal, consumer)
+    assert changes == [True, False]
+    publish(queue, journal, 5, 6, 7)
+    queue.purge()
+    assert changes == [True, False, True, False]
+    queue.purge()
+    assert changes == [True, False, True, False]
 
 
 def test_non_journaled_messages_stay_in_memory_while_paging():

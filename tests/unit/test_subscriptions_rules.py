@@ -24,6 +24,7 @@ from mapping.subscriptions import (
     kind_of,
     lookup_key,
     lookup_source_capabilities,
+    queue_name,
     removed_on_detach,
     subscription_name,
 )
@@ -244,3 +245,22 @@ def test_lookup_source_capabilities(key, kind, caps):
 )
 def test_removed_on_detach(kind, closed, remaining, removed):
     assert removed_on_detach(kind, closed, remaining) is removed
+
+
+@pytest.mark.parametrize(
+    ("attach", "name"),
+    [
+        (request("s"), "app1.s"),
+        (request("s", "shared"), "app1.s"),
+        (request("s|2", "shared"), "app1.s"),
+        (request("s|global", "shared", "global"), "s:global"),
+        (request("s|global2", "shared", "global"), "s:global"),
+        (request("s|volatile1", "shared", durable=False), "app1.s:shared-volatile"),
+        (request("s|global-volatile1", "shared", "global", durable=False), "s:shared-volatile:global"),
+    ],
+)
+def test_queue_names_are_the_ones_artemis_gives(attach, name):
+    """ActiveMQ Artemis' AMQP subscription queue names, so ``topic::name`` browses the same subscription."""
+    key = key_for(attach)
+    assert key is not None
+    assert queue_name(key, kind_of(attach.durable, attach.capabilities)) == name
