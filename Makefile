@@ -26,6 +26,7 @@ run: $(STAMP)
 test: $(STAMP)
 	bash scripts/install-test-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy gateway mapping storage cli
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Condition, Delivery, Endpoint, Link, symbol
@@ -102,7 +102,7 @@ DECODE_ERROR = "amqp:decode-error"
 
 
 _ACCEPTED = settle_outcome("accepted")
-_OUTCOME_NAMES = {
+_OUTCOME_NAMES: dict[Any, str] = {
     Delivery.ACCEPTED: "accepted",
     Delivery.REJECTED: "rejected",
     Delivery.RELEASED: "released",
@@ -110,11 +110,14 @@ _OUTCOME_NAMES = {
 }
 
 
-def guarded(method: Callable[[Broker, Any], None]) -> Callable[[Broker, Any], None]:
+_Self = TypeVar("_Self")
+
+
+def guarded(method: Callable[[_Self, Any], None]) -> Callable[[_Self, Any], None]:
     """Event handlers never let an exception out: a bug is logged and the endpoint it concerns is closed with
     ``amqp:internal-error``, while the server keeps serving every other connection."""
 
-    def handler(self: Broker, event: Any) -> None:
+    def handler(self: _Self, event: Any) -> None:
         try:
             method(self, event)
         except Exception:
@@ -225,7 +228,7 @@ class Broker:
 
     # -- timers ----------------------------------------------------------------------------------------------
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
-        self.container.schedule(max(0.0, delay), _Timer(callback))
+        self.container.schedule(max(0.0, delay), _Timer(callback))  # type: ignore[arg-type]  # duck-typed handler
 
     def start_housekeeping(self) -> None:
         self.schedule(self.settings.expiry_sweep_interval, self._housekeeping)
@@ -734,14 +737,15 @@ class Broker:
             for link_state in list(state.links):
                 if link_state.closed:
                     continue
+                owner: Queue | Topic | None
                 if isinstance(link_state, Outbound):
-                    node = owner_of_queue.get(id(link_state.queue))
+                    owner = owner_of_queue.get(id(link_state.queue))
                 elif isinstance(link_state, Inbound) and link_state.node is not None:
-                    node = by_node.get(id(link_state.node))
+                    owner = by_node.get(id(link_state.node))
                 else:
                     continue
-                if node is not None:
-                    self._close_link(link_state, Condition(RESOURCE_DELETED, reason(node)))
+                if owner is not None:
+                    self._close_link(link_state, Condition(RESOURCE_DELETED, reason(owner)))
         for queue in queues:
             queue.purge()
 

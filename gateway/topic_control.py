@@ -176,7 +176,7 @@ class TopicControl:
         reconnect_timeout: float,
         handler_timeout: float,
         schedule: Callable[[float, Callable[[], None]], None],
-        remove_branch: Callable[[str], None],
+        remove_branch: Callable[[str], object],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.server_name = server_name
