@@ -832,13 +832,16 @@ class Broker:
 
     @guarded
     def on_link_flow(self, event: Any) -> None:
-        link = event.link
-        out = getattr(link, "_sg", None)
+        self.link_flow(getattr(event.link, "_sg", None))
+
+    def link_flow(self, out: Any) -> None:
+        """A link's credit or drain changed (``gateway.loop`` calls this directly with the link's state)."""
         if isinstance(out, HandlerLink) and not out.closed:
             self.control.handler_flow(out)
             return
         if not isinstance(out, Outbound) or out.closed:
             return
+        link = out.link
         out.credit = link.credit
         if out.fetch is not None:
             self._send_fetched(out)

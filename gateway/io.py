@@ -430,9 +430,14 @@ class ServerIO:
             self._flush(dirty.pop())
 
     def on_reactor_quiesced(self, event: Any) -> None:
+        if self._container.quiesced:
+            self.wait_for_io()
+            self._container.yield_()
+
+    def wait_for_io(self) -> None:
+        """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
+        deadline), and handle what is ready. ``gateway.loop`` calls this whenever the collector runs empty."""
         container = self._container
-        if not container.quiesced:
-            return
         self.flush_dirty()
         timeout = self._timeout(container)
         try:
@@ -474,7 +479,6 @@ class ServerIO:
                 selectable.expired()
         if now >= self._next_tick:
             self._tick(now)
-        container.yield_()
 
     def _timeout(self, container: Container) -> float:
         now = time.time()

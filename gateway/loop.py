@@ -5,11 +5,14 @@ wrapper objects: delivery, link, session, connection, transport), looks for a ha
 and the connection, and only then calls the handler by name, for the handler and again for the global handler.
 At one or two events per message that is about half of the reactor's time (docs/performance.md).
 
-Here the loop reads the raw event type first and takes two fast paths:
+Here the loop reads the raw event type first and takes these fast paths:
 
 - ``PN_DELIVERY`` on a link the broker knows (found by the link's C pointer, without a wrapper): a direct
   call of ``Broker.raw_delivery_event`` with the C delivery (which wraps it only when it needs to).
+- ``PN_LINK_FLOW`` on a link the broker knows: ``Broker.link_flow`` with the link's state.
 - ``PN_TRANSPORT`` (output is pending) on a transport ``ServerIO`` knows: it is marked for the next flush.
+- An empty collector: ``ServerIO.wait_for_io`` (flush, wait for sockets and timers) is called directly, where
+  proton pushes a ``REACTOR_QUIESCED`` event through the collector and dispatches it to the same place.
 
 Every other event (connection, session and link endpoints, timers, selectables, application events from
 other threads) goes the way ``Container.process`` sends it, with the same handler look-up and the same
@@ -25,12 +28,14 @@ from typing import Any
 
 from cproton import (
     PN_DELIVERY,
+    PN_LINK_FLOW,
     PN_TRANSPORT,
     ffi,
     pn_collector_peek,
     pn_collector_pop,
     pn_delivery_link,
     pn_event_delivery,
+    pn_event_link,
     pn_event_transport,
     pn_event_type,
 )
@@ -92,7 +97,7 @@ class EventLoop:
         io = self._io
         transports = io.transports
         delivery_event = broker.raw_delivery_event
-        previous: object = None  # the last event type (compared by identity only)
+        flow_event = broker.link_flow
         while True:
             if container._yield:
                 container._yield = False
@@ -101,9 +106,9 @@ class EventLoop:
             if impl == _NULL:
                 self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
                 if not container._stop and (container._timers > 0 or container._selectables > 1):
-                    if previous is not Event.REACTOR_QUIESCED and container._previous is not Event.REACTOR_FINAL:
-                        container.push_event(container, Event.REACTOR_QUIESCED)
-                    container.yield_()
+                    # What the REACTOR_QUIESCED event would do (flush, wait for I/O and timers), without the event.
+                    io.wait_for_io()
+                    container._previous = Event.REACTOR_QUIESCED
                     continue
                 if container._selectable:
                     container._selectable.terminate()
@@ -125,20 +130,31 @@ class EventLoop:
                         log.exception("internal error in on_delivery")
                         _close_link(state.link)
                     pn_collector_pop(impl_collector)
-                    previous = container._previous = Event.DELIVERY
+                    container._previous = Event.DELIVERY
+                    continue
+            elif etype == PN_LINK_FLOW:
+                state = self._link_state(pn_event_link(impl))
+                if state is not None:
+                    try:
+                        flow_event(state)
+                    except Exception:
+                        log.exception("internal error in on_link_flow")
+                        _close_link(state.link)
+                    pn_collector_pop(impl_collector)
+                    container._previous = Event.LINK_FLOW
                     continue
             elif etype == PN_TRANSPORT:
                 channel = transports.get(pn_event_transport(impl))
                 if channel is not None:
                     io.mark_dirty(channel)
                     pn_collector_pop(impl_collector)
-                    previous = container._previous = Event.TRANSPORT
+                    container._previous = Event.TRANSPORT
                     continue
             # Everything else exactly as Container.process does it.
             event = Event.wrap(impl)
             event.dispatch(event.handler or container._handler)
             event.dispatch(container._global_handler)
-            previous = container._previous = event.type
+            container._previous = event.type
             pn_collector_pop(impl_collector)
 
 
