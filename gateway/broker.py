@@ -179,21 +179,7 @@ class _RouteAtCommit:
     def __call__(self, error: BaseException | None) -> None:
         message = self.message
         self.broker.router.committed(message.seq)
-        self.broker._route(self.node, message if error is None else unjournaled(message))
-
-
-def unjournaled(message: Message) -> Message:
-    """The same message, marked as not in the journal (its row could not be written)."""
-    return Message(
-        message.seq,
-        message.raw,
-        header_count=message.header_count,
-        durable=message.durable,
-        priority=message.priority,
-        expires=message.expires,
-        deliver_at=message.deliver_at,
-        origin=message.origin,
-    )
+        self.broker._route(self.node, message if error is None else message.as_journaled(False))
 
 
 class Broker:
@@ -1066,7 +1052,7 @@ class Broker:
             inbound.pending -= 1
             touched.add(inbound)
             if delivery is None:  # non-persistent, accepted already: delivered anyway, from memory only
-                self._route(node, unjournaled(message))
+                self._route(node, message.as_journaled(False))  # its row could not be written
             elif not inbound.closed:
                 reject(delivery, INTERNAL_ERROR, f"journal write failed: {result.error}")
         for inbound in touched:

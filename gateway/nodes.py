@@ -70,6 +70,21 @@ class Message:
         self.journaled = journaled
         self.annotations = annotations
 
+    def as_journaled(self, journaled: bool, raw: bytes | None = None) -> Message:
+        """The same message marked as in the journal or not (with ``raw``, its bytes as journaled: the bookmark
+        stamped in); a new object, since a message is shared by every queue it was routed to."""
+        return Message(
+            self.seq,
+            self.raw if raw is None else raw,
+            header_count=self.header_count,
+            durable=self.durable,
+            priority=self.priority,
+            expires=self.expires,
+            deliver_at=self.deliver_at,
+            origin=self.origin,
+            journaled=journaled,
+        )
+
 
 class Consumer(Protocol):
     """What a queue needs from a consumer (the gateway's outbound link)."""

@@ -217,18 +217,7 @@ class Router:
         raw, record = self._record(
             message.seq, message.raw, env, node, publisher_id, now_ms(), message.expires, message.deliver_at
         )
-        routed = Message(
-            message.seq,
-            raw,
-            header_count=message.header_count,
-            durable=message.durable,
-            priority=message.priority,
-            expires=message.expires,
-            deliver_at=message.deliver_at,
-            origin=message.origin,
-            journaled=True,
-        )
-        return Ingest(routed, record)
+        return Ingest(message.as_journaled(True, raw), record)
 
     def _record(
         self,

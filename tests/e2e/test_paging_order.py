@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from storage.db import make_engine
 from storage.models import JournalMessage
+from tests.e2e.test_paging_browse import consume
 from tests.support.jms import DURABLE, TOPIC, JmsWire
 
 PAGE = "10"
@@ -30,15 +31,6 @@ def send_mixed(producer, count: int, *, prefix: str = "m", sync_every: int = 4, 
             producer.send(f"{prefix}{n}", persistent=persistent_at(n), sync=sync, properties={"n": n, **properties})
         )
     assert all(p.wait().accepted for p in pending)
-
-
-def consume(consumer, count: int) -> list:
-    got = []
-    for _ in range(count):
-        if not consumer.buffer:
-            consumer.top_up()
-        got.append(consumer.receive().accept().body)
-    return got
 
 
 def journal_rows(store_url: str, durable: bool) -> int:

@@ -13,6 +13,7 @@ from gateway import nodes
 from gateway.browsing import Browser
 from gateway.nodes import Message, Queue
 from mapping.outcomes import settle_outcome
+from tests.unit.test_paging import Consumer
 
 ACCEPT = settle_outcome("accepted")
 NOW = 1_000_000_000
@@ -63,19 +64,6 @@ class Journal:
         found, reached = self._read(after, upto, limit)
         # The browser gets its own copies of the rows, as gateway.paging.restored makes them.
         browser.page_loaded([Message(m.seq, m.raw, journaled=True) for m in found if keep or m.seq % 2], reached)
-
-
-class Consumer:
-    def __init__(self, credit: int = 0) -> None:
-        self.credit = credit
-        self.got: list[Message] = []
-
-    def deliver(self, message: Message, failures: int) -> None:
-        self.credit -= 1
-        self.got.append(message)
-
-    def accepts(self, message: Message) -> bool:
-        return True
 
 
 def paged_queue(limit: int = 4) -> tuple[Queue, Journal]:
