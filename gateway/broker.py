@@ -165,6 +165,13 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
 
 
+def _on_bytes(matcher: Callable[[bytes], bool] | None) -> Callable[[Message], bool] | None:
+    """A consumer's or browser's filter on messages from a compiled selector on their bytes (None: no selector)."""
+    if matcher is None:
+        return None
+    return lambda message: matcher(message.raw)
+
+
 class _RouteAtCommit:
     """The token of a journaled message nobody waits for (a management reply to a paging node): routed when its
     row is committed, in journal order; if the row could not be written, routed from memory only."""
@@ -499,8 +506,7 @@ class Broker:
             no_local = filters.no_local
         else:
             outbound = Outbound(link, state, node)
-            if matcher is not None:
-                outbound.filter = lambda message: matcher(message.raw)
+            outbound.filter = _on_bytes(matcher)
             if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
                 self._make_browser(outbound)
             else:
@@ -528,8 +534,7 @@ class Broker:
             raise Refused(NOT_FOUND, f"topic {topic!r} has no subscription queue {name!r}")
         matcher = _compile(filters.selector)
         outbound = Outbound(link, state, sub.queue)
-        if matcher is not None:
-            outbound.filter = lambda message: matcher(message.raw)
+        outbound.filter = _on_bytes(matcher)
         self._make_browser(outbound)
         link._sg = outbound
         state.links.add(outbound)

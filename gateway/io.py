@@ -429,11 +429,6 @@ class ServerIO:
         while dirty:
             self._flush(dirty.pop())
 
-    def on_reactor_quiesced(self, event: Any) -> None:
-        if self._container.quiesced:
-            self.wait_for_io()
-            self._container.yield_()
-
     def wait_for_io(self) -> None:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
         deadline), and handle what is ready. ``gateway.loop`` calls this whenever the collector runs empty."""

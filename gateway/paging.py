@@ -56,6 +56,11 @@ def row_filter(no_local_id: str | None, matcher: Callable[[bytes], bool] | None)
     return accepts
 
 
+def _reached(read: PageRead, rows: list[StoredMessage]) -> int:
+    """How far a page read got: a short answer read the whole range; a full one stopped at its last row."""
+    return read.upto if len(rows) < read.limit else rows[-1].id
+
+
 class _PageToken:
     """Comes back from the writer with the rows of one read (or the error)."""
 
@@ -73,8 +78,7 @@ class _PageToken:
             log.warning("page read of %r failed: %s", queue.name, outcome)
             queue.page_failed()
             return
-        # A short answer read the whole range; a full one stopped at its last row.
-        reached = read.upto if len(outcome) < read.limit else outcome[-1].id
+        reached = _reached(read, outcome)
         accepts = self.accepts
         rows = [(restored(s), s.failures) for s in outcome if accepts is None or accepts(s)]
         self.pager.pages += 1
@@ -100,7 +104,7 @@ class _BrowseToken:
         if browser.closed:
             browser.page_loaded([], read.after)  # the link is gone: drop the page
             return
-        reached = read.upto if len(outcome) < read.limit else outcome[-1].id
+        reached = _reached(read, outcome)
         accepts = self.accepts
         browser.page_loaded([restored(s) for s in outcome if accepts is None or accepts(s)], reached)
 
