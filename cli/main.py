@@ -163,6 +163,42 @@ def _parse_listen(value: str) -> tuple[str, int]:
     "consumers get there (0: keep everything in memory).",
 )
 @click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=10000,
+    envvar="SUBGATE_MAX_CONNECTIONS",
+    show_default=True,
+    show_envvar=True,
+    help="Open connections in all; a client over the limit is refused with a reason.",
+)
+@click.option(
+    "--max-connections-per-address",
+    type=click.IntRange(1),
+    default=1000,
+    envvar="SUBGATE_MAX_CONNECTIONS_PER_ADDRESS",
+    show_default=True,
+    show_envvar=True,
+    help="Open connections from one IP address.",
+)
+@click.option(
+    "--handshake-timeout",
+    type=click.FloatRange(0.1),
+    default=10.0,
+    envvar="SUBGATE_HANDSHAKE_TIMEOUT",
+    show_default=True,
+    show_envvar=True,
+    help="Seconds from accept to the end of SASL and the client's open; slower clients are disconnected.",
+)
+@click.option(
+    "--frame-timeout",
+    type=click.FloatRange(0.1),
+    default=30.0,
+    envvar="SUBGATE_FRAME_TIMEOUT",
+    show_default=True,
+    show_envvar=True,
+    help="Seconds a frame may take to arrive whole once it has begun.",
+)
+@click.option(
     "--migrate/--no-migrate",
     default=False,
     envvar="SUBGATE_MIGRATE",
@@ -194,6 +230,10 @@ def serve(
     missing_topic_timeout: float,
     policy_refresh: float,
     page_messages: int,
+    max_connections: int,
+    max_connections_per_address: int,
+    handshake_timeout: float,
+    frame_timeout: float,
     migrate: bool,
     log_level: str,
 ) -> None:
@@ -223,6 +263,10 @@ def serve(
         missing_topic_timeout=missing_topic_timeout,
         policy_refresh_interval=policy_refresh,
         page_messages=page_messages,
+        max_connections=max_connections,
+        max_connections_per_address=max_connections_per_address,
+        handshake_timeout=handshake_timeout,
+        frame_timeout=frame_timeout,
     )
     try:
         code = run_server(settings, migrate=migrate)

@@ -23,9 +23,10 @@ from proton.reactor import Container
 
 from gateway import codec, management
 from gateway.browsing import Browser
-from gateway.io import connection_channel
+from gateway.io import connection_channel, end_after_output
 from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
+from gateway.peer_fields import read_open
 from gateway.router import Router
 from gateway.selection import compile_selector
 from gateway.settings import Settings
@@ -65,11 +66,13 @@ from mapping.addresses import (
     temporary_address,
 )
 from mapping.errors import (
+    DECODE_ERROR,
     INTERNAL_ERROR,
     INVALID_FIELD,
     MESSAGE_SIZE_EXCEEDED,
     NOT_FOUND,
     NOT_IMPLEMENTED,
+    RESOURCE_LIMIT,
     Refused,
 )
 from mapping.filters import FilterRequest, read_filters
@@ -98,7 +101,6 @@ RESOURCE_DELETED = "amqp:resource-deleted"
 VERSION = "0.1.0"
 OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
 SOLE_CONNECTION = "sole-connection-for-container"
-DECODE_ERROR = "amqp:decode-error"
 
 
 _ACCEPTED = settle_outcome("accepted")
@@ -120,23 +122,38 @@ def guarded(method: Callable[[_Self, Any], None]) -> Callable[[_Self, Any], None
     def handler(self: _Self, event: Any) -> None:
         try:
             method(self, event)
+        except UnicodeDecodeError as exc:
+            # A text field the peer sent is not text, read where no handler expected it: the peer's error.
+            log.info("closing an endpoint after undecodable input in %s: %s", method.__name__, exc)
+            _close_endpoint(event, DECODE_ERROR, "a field sent by the peer is not valid text")
         except Exception:
             log.exception("internal error in %s", method.__name__)
-            _close_after_bug(event)
+            _close_endpoint(event, INTERNAL_ERROR, "internal error; see the server log")
 
     handler.__name__ = method.__name__
     handler.__doc__ = method.__doc__
     return handler
 
 
-def _close_after_bug(event: Any) -> None:
+def _close_endpoint(event: Any, condition: str, description: str) -> None:
+    """Close the endpoint an event concerns with an error (an endpoint the peer opened and we did not yet: proton
+    answers with the attach, begin or open first)."""
     try:
         endpoint = event.link or event.session or event.connection
         if endpoint is not None and not endpoint.state & Endpoint.LOCAL_CLOSED:
-            endpoint.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
+            endpoint.condition = Condition(condition, description)
             endpoint.close()
     except Exception:
-        log.exception("could not close the endpoint after an internal error")
+        log.exception("could not close the endpoint after an error")
+
+
+def _refuse_connection(connection: Any, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
+    """Answer a peer's ``open`` with ours and a ``close`` carrying the error (AMQP part 2.4.1: an open must be
+    answered before a close can say why)."""
+    connection.open()
+    connection.condition = Condition(condition, description, info)
+    connection.close()
+    end_after_output(connection)
 
 
 class _Timer:
@@ -294,29 +311,38 @@ class Broker:
     def on_connection_remote_open(self, event: Any) -> None:
         connection = event.connection
         channel = connection_channel(connection)
-        container_id = connection.remote_container or ""
+        connection.container = self.settings.name
+        if channel is not None:
+            channel.handshake_finished()
+        try:
+            request = read_open(connection)
+        except Refused as refusal:
+            log.info("refusing connection from %s: %s", channel.peer if channel else "?", refusal.description)
+            _refuse_connection(connection, refusal.condition, refusal.description)
+            return
+        container_id = request.container_id
         state = ConnectionState(
             connection, container_id, channel.user if channel else None, channel.peer if channel else None
         )
         connection._sg = state
-        connection.container = self.settings.name
-        desired = {str(c) for c in (connection.remote_desired_capabilities or ())}
-        if SOLE_CONNECTION in desired and self._containers.get(container_id, 0) > 0:
+        over_limit = channel.refusal if channel is not None else None
+        if over_limit is not None:
+            _refuse_connection(connection, RESOURCE_LIMIT, over_limit)
+            state.closed = True
+            return
+        if SOLE_CONNECTION in request.desired_capabilities and self._containers.get(container_id, 0) > 0:
             log.info("refusing connection: container-id %r already connected", container_id)
             connection.properties = {symbol("amqp:connection-establishment-failed"): True}
-            connection.open()
-            connection.condition = Condition(
+            _refuse_connection(
+                connection,
                 INVALID_FIELD,
                 f"ClientID {container_id} already in use",
                 {symbol("invalid-field"): symbol("container-id")},
             )
-            connection.close()
             state.closed = True
             return
         if self.stopping:
-            connection.open()
-            connection.condition = Condition("amqp:connection:forced", "server shutting down")
-            connection.close()
+            _refuse_connection(connection, "amqp:connection:forced", "server shutting down")
             state.closed = True
             return
         self._containers[container_id] = self._containers.get(container_id, 0) + 1

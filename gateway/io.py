@@ -23,10 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Connection, Transport
+from proton import Condition, Connection, Endpoint, Transport
 from proton.reactor import Container
 
+from gateway.admission import Admission, ChannelClock, ConnectionLimits, Verdict
 from gateway.sasl import (
+    OUTCOME_SYS_TEMP,
     SASL_HEADER,
     CredentialsReceived,
     NoSaslHeader,
@@ -34,12 +36,14 @@ from gateway.sasl import (
     SaslDone,
     SaslServer,
 )
+from mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
 
 log = logging.getLogger("subgate.io")
 
 _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
 _RECV_MAX = 1 << 20
+_CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
 # A client that skips SASL is checked against the anonymous policy like SASL ANONYMOUS (by the Authenticator,
 # whose answer can depend on the store), so it is submitted as these credentials.
 _NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
@@ -61,9 +65,13 @@ class Channel:
         "watching",
         "eof",
         "held",
+        "clock",
+        "verdict",
+        "refusal",
+        "ending",
     )
 
-    def __init__(self, sock: socket.socket, peer: tuple[Any, ...]) -> None:
+    def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
@@ -76,6 +84,18 @@ class Channel:
         self.watching = _READ
         self.eof = False
         self.held: bytes | None = None  # input of a no-SASL connection while its anonymous check runs
+        self.clock = ChannelClock(now)
+        self.verdict = Verdict.ADMIT
+        self.refusal: str | None = None  # over a connection limit: why; the handshake is answered with a refusal
+        self.ending = False  # close the socket once the output is written (io.end_after_output)
+
+    @property
+    def address(self) -> str:
+        return str(self.peer[0]) if self.peer else ""
+
+    def handshake_finished(self) -> None:
+        """The peer's open has arrived (the broker calls this): the handshake deadline no longer applies."""
+        self.clock.opened = True
 
 
 class ServerIO:
@@ -87,7 +107,7 @@ class ServerIO:
         *,
         authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
-        max_connections: int = 10000,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self._container = container
         self._authenticate = authenticate
@@ -96,7 +116,9 @@ class ServerIO:
         self._awaiting_verdict: dict[int, Channel] = {}
         self._verdict_requests = itertools.count(1)
         self._configure_transport = configure_transport
-        self._max_connections = max_connections
+        self._limits = limits or ConnectionLimits()
+        self._admission = Admission(self._limits)
+        self._refusals_logged = _RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
         self._listeners: dict[int, socket.socket] = {}
         self._channels: dict[int, Channel] = {}
@@ -148,13 +170,18 @@ class ServerIO:
             except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
                 log.warning("accept failed: %s", exc)
                 return
-            if len(self._channels) >= self._max_connections:
-                log.warning("refusing connection from %s: %d connections open", peer, len(self._channels))
+            channel = Channel(sock, peer, self._container.mark())
+            channel.verdict, reason = self._admission.decide(channel.address)
+            if channel.verdict is Verdict.DROP:
+                self._refusals_logged.info("closing connection from %s at once: %s", peer, reason)
+                self._admission.release(channel.address, channel.verdict)
                 sock.close()
                 continue
+            if channel.verdict is Verdict.REFUSE:
+                self._refusals_logged.info("refusing connection from %s: %s", peer, reason)
+                channel.refusal = reason
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            channel = Channel(sock, peer)
             channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
             self._channels[channel.fd] = channel
             self._epoll.register(channel.fd, _READ)
@@ -176,19 +203,25 @@ class ServerIO:
             if event is None:
                 break
             if isinstance(event, CredentialsReceived):
-                self._ask_verdict(channel, event)
+                if channel.refusal is not None:  # over a connection limit: "temporary system error", try later
+                    sasl.complete(False, code=OUTCOME_SYS_TEMP)
+                else:
+                    self._ask_verdict(channel, event)
             elif isinstance(event, SaslDone):
                 self._sasl_write(channel, sasl.data_to_send())
                 if event.authenticated:
                     channel.user = event.username
                     self._start_amqp(channel, event.leftover)
-                else:
+                elif channel.refusal is None:
                     log.info("authentication failed for %r from %s", event.username, channel.peer)
                     self._close_after_flush(channel)
             elif isinstance(event, NoSaslHeader):
                 # Whether anonymous access is allowed may depend on the store (a user added while we run), which
                 # only an auth worker reads: hold the bytes and ask; on_sasl_verdict carries on.
                 channel.sasl = None
+                if channel.refusal is not None:  # the broker answers its open with the reason
+                    self._start_amqp(channel, event.leftover)
+                    continue
                 channel.held = event.leftover
                 self._ask_verdict(channel, _NO_SASL)
             elif isinstance(event, ProtocolViolation):
@@ -275,6 +308,7 @@ class ServerIO:
     def _push(self, channel: Channel, data: bytes) -> None:
         transport = channel.transport
         assert transport is not None
+        channel.clock.bytes_in += len(data)
         view = memoryview(data)
         while view:
             capacity = transport.capacity()
@@ -317,12 +351,15 @@ class ServerIO:
         while True:
             pending = transport.pending()
             if pending < 0:  # head closed: everything has been written
-                if transport.capacity() < 0 or channel.eof:
+                if transport.capacity() < 0 or channel.eof or channel.ending:
                     self._drop(channel)
                 else:
                     self._watch(channel, _READ)
                 return
             if pending == 0:
+                if channel.ending:
+                    self._drop(channel)
+                    return
                 if channel.eof:
                     # The peer is gone and proton has nothing left to send. proton-c reports a closed tail as
                     # an error and closes the head itself, except when the input ended inside a frame: then it
@@ -358,6 +395,7 @@ class ServerIO:
         if channel.closed:
             return
         channel.closed = True
+        self._admission.release(channel.address, channel.verdict)
         self._dirty.discard(channel)
         self._channels.pop(channel.fd, None)
         try:
@@ -427,7 +465,11 @@ class ServerIO:
     def flush_dirty(self) -> None:
         dirty = self._dirty
         while dirty:
-            self._flush(dirty.pop())
+            channel = dirty.pop()
+            try:
+                self._flush(channel)
+            except Exception:
+                self._fail(channel, "writing its output")
 
     def wait_for_io(self) -> None:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
@@ -443,15 +485,10 @@ class ServerIO:
         for fd, mask in ready:
             channel = self._channels.get(fd)
             if channel is not None:
-                if mask & _WRITE:
-                    if channel.transport is None:
-                        self._write_outgoing(channel)
-                        if not channel.outgoing:
-                            self._watch(channel, _READ)
-                    else:
-                        self._dirty.add(channel)
-                if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
-                    self._readable(channel)
+                try:
+                    self._channel_ready(channel, mask)
+                except Exception:
+                    self._fail(channel, "handling its input")
                 continue
             listener = self._listeners.get(fd)
             if listener is not None:
@@ -475,6 +512,42 @@ class ServerIO:
         if now >= self._next_tick:
             self._tick(now)
 
+    def _channel_ready(self, channel: Channel, mask: int) -> None:
+        if mask & _WRITE:
+            if channel.transport is None:
+                self._write_outgoing(channel)
+                if not channel.outgoing:
+                    self._watch(channel, _READ)
+            else:
+                self._dirty.add(channel)
+        if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
+            self._readable(channel)
+
+    def _fail(self, channel: Channel, doing: str) -> None:
+        """The guard of one connection: an exception while serving it is a bug, logged with its traceback; that
+        connection is closed with ``amqp:internal-error`` and every other one goes on."""
+        log.exception("internal error on the connection from %s while %s", channel.peer, doing)
+        try:
+            self._abort(channel, INTERNAL_ERROR, "internal error; see the server log")
+        except Exception:
+            log.exception("could not close the connection from %s after an internal error", channel.peer)
+            self._drop(channel)
+
+    def _abort(self, channel: Channel, condition: str, description: str) -> None:
+        """Close a connection on our side now: a ``close`` with the error if the AMQP phase has begun, whatever
+        can still be written, then the socket."""
+        connection = channel.connection
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            if not connection.state & Endpoint.LOCAL_ACTIVE:
+                connection.open()
+            connection.condition = Condition(condition, description)
+            connection.close()
+        if channel.transport is not None:
+            self._flush(channel)
+        else:
+            self._write_outgoing(channel)
+        self._drop(channel)
+
     def _timeout(self, container: Container) -> float:
         now = time.time()
         deadlines = [d for d in (s.deadline for s in self._timed) if d]
@@ -485,17 +558,64 @@ class ServerIO:
         return max(0.0, min(min(deadlines) - now, container.timeout))
 
     def _tick(self, now: float) -> None:
-        """Drive transport timers (idle time-out, heartbeats) for every connection."""
-        next_tick = now + 5.0
+        """Drive transport timers (idle time-out, heartbeats) and our own deadlines for every connection."""
+        next_tick = now + self._limits.tick_interval()
         for channel in list(self._channels.values()):
-            transport = channel.transport
-            if transport is None or channel.closed:
+            if channel.closed:
                 continue
-            deadline = transport.tick(now)
+            try:
+                deadline = self._tick_channel(channel, now)
+            except Exception:
+                self._fail(channel, "checking its timers")
+                continue
             if deadline:
                 next_tick = min(next_tick, deadline)
-            self._dirty.add(channel)
         self._next_tick = next_tick
+
+    def _tick_channel(self, channel: Channel, now: float) -> float:
+        transport, connection = channel.transport, channel.connection
+        closing = connection is not None and connection.state & _CLOSING == Endpoint.LOCAL_CLOSED
+        frames_in = transport.frames_input if transport is not None else 0
+        overdue = channel.clock.overdue(now, self._limits, frames_in, bool(closing))
+        if overdue is not None:
+            log.info("closing connection from %s: %s", channel.peer, overdue)
+            self._abort(channel, RESOURCE_LIMIT, overdue)
+            return 0.0
+        if transport is None:
+            return 0.0
+        self._dirty.add(channel)
+        return float(transport.tick(now))
+
+
+class _RateLimitedLog:
+    """Logs at most one line per ``interval`` seconds, with how many were left out since: a flood of refused
+    connections must not become a flood of log lines."""
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._next = 0.0
+        self._skipped = 0
+
+    def info(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._skipped += 1
+            return
+        if self._skipped:
+            message += f" ({self._skipped} more like it not logged)"
+            self._skipped = 0
+        self._next = now + self._interval
+        self._logger.info(message, *args)
+
+
+def end_after_output(connection: Connection) -> None:
+    """Close the socket as soon as everything queued on this connection (the ``close`` just queued) is written,
+    without waiting for the peer's ``close``. For a refused ``open``: its peer has broken a rule or a limit, and
+    waiting for its answer would let it hold a connection slot."""
+    channel = connection_channel(connection)
+    if channel is not None:
+        channel.ending = True
 
 
 def connection_channel(connection: Connection) -> Channel | None:

@@ -152,8 +152,14 @@ class EventLoop:
                     continue
             # Everything else exactly as Container.process does it.
             event = Event.wrap(impl)
-            event.dispatch(event.handler or container._handler)
-            event.dispatch(container._global_handler)
+            try:
+                event.dispatch(event.handler or container._handler)
+                event.dispatch(container._global_handler)
+            except Exception:
+                # The broker's handlers guard themselves; this is the net under everything else (ServerIO's
+                # transport handlers, proton's own): one connection's trouble never stops the reactor.
+                log.exception("internal error in %s", event.type)
+                _close_connection(event)
             container._previous = event.type
             pn_collector_pop(impl_collector)
 
@@ -165,3 +171,13 @@ def _close_link(link: Any) -> None:
             link.close()
     except Exception:
         log.exception("could not close the link after an internal error")
+
+
+def _close_connection(event: Any) -> None:
+    try:
+        connection = event.connection
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            connection.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
+            connection.close()
+    except Exception:
+        log.exception("could not close the connection after an internal error")

@@ -445,7 +445,11 @@ def _decode_performative(body: bytes) -> tuple[str, list[object]]:
         raise _Violation(f"undecodable SASL frame body: {exc}") from exc
     data.rewind()
     data.next()
-    value = data.get_object()
+    try:
+        value = data.get_object()
+    except Exception as exc:  # noqa: BLE001 - the bytes are the peer's; whatever fails to decode is its error
+        # proton decodes symbols as ASCII, strings as UTF-8 and chars with chr(), and recurses per nesting level.
+        raise _Violation(f"undecodable SASL frame body: {type(exc).__name__}") from exc
     if not isinstance(value, Described) or not isinstance(value.value, list):
         raise _Violation("SASL frame body is not a described list")
     # Binary values come back as memoryviews into the Data object; copy them before it goes away.

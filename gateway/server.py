@@ -17,6 +17,7 @@ from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
+from gateway.admission import ConnectionLimits
 from gateway.auth import Authenticator
 from gateway.broker import Broker
 from gateway.io import ServerIO
@@ -138,7 +139,12 @@ class Server:
             self.container,
             authenticate=self.auth.submit,
             configure_transport=_configure_transport(settings),
-            max_connections=settings.max_connections,
+            limits=ConnectionLimits(
+                max_connections=settings.max_connections,
+                max_per_address=settings.max_connections_per_address,
+                handshake_timeout=settings.handshake_timeout,
+                frame_timeout=settings.frame_timeout,
+            ),
         )
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.

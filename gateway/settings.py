@@ -25,3 +25,6 @@ class Settings:
     missing_topic_timeout: float = 10.0  # seconds a subscribe/fetch waits for silent missing-topic handlers
     policy_refresh_interval: float = 2.0  # seconds between re-reads of principals, roles and grants
     page_messages: int = 2000  # messages a durable queue keeps in memory before it pages from the journal; 0: never
+    max_connections_per_address: int = 1000  # open connections from one IP address
+    handshake_timeout: float = 10.0  # seconds from accept to the end of SASL and the peer's open
+    frame_timeout: float = 30.0  # seconds a frame may take to arrive whole once it has begun

@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway import codec
 from gateway.nodes import Message, Queue
-from mapping.errors import Refused
+from mapping.errors import DECODE_ERROR, Refused
 from mapping.outcomes import Settlement
 
 DECLARE = 0x31
@@ -22,7 +22,6 @@ DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 AMQP_VALUE = 0x77
 UNKNOWN_ID = "amqp:transaction:unknown-id"
-DECODE_ERROR = "amqp:decode-error"
 _NAMES = {"amqp:declare:list": DECLARE, "amqp:discharge:list": DISCHARGE}
 
 

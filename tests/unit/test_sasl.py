@@ -618,6 +618,24 @@ INIT_BODY = described(smallulong(0x41), lst(sym("PLAIN"), vbin(PLAIN_ALICE)))
             "hostname is not a string",
             id="hostname-not-string",
         ),
+        # Issue 11, defect 1: proton decodes a symbol as ASCII and a string as UTF-8 and raised out of the server.
+        pytest.param(
+            frame(described(smallulong(0x41), lst(b"\xa3\x05PL\x8aIN", vbin(PLAIN_ALICE)))),
+            "undecodable",
+            id="mechanism-not-ascii",
+        ),
+        pytest.param(
+            frame(described(smallulong(0x41), lst(sym("PLAIN"), vbin(PLAIN_ALICE), b"\xa1\x02\xed\xa0"))),
+            "undecodable",
+            id="hostname-not-utf8",
+        ),
+        pytest.param(
+            frame(described(b"\xa3\x02\xff\xfe", lst(sym("PLAIN")))), "undecodable", id="descriptor-not-ascii"
+        ),
+        pytest.param(frame(b"\xc0\x02\x01" * 20000), "undecodable", id="deep-nesting"),
+        pytest.param(
+            frame(described(smallulong(0x41), lst(b"\x73\xff\xff\xff\xff"))), "undecodable", id="char-out-of-range"
+        ),
     ],
 )
 def test_bad_frames_are_violations(sent, description):
