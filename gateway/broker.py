@@ -23,7 +23,7 @@ from proton.reactor import Container
 
 from gateway import codec, management
 from gateway.browsing import Browser
-from gateway.io import connection_channel, end_after_output
+from gateway.channels import connection_channel, end_after_output
 from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.peer_fields import read_open

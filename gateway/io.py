@@ -1,12 +1,13 @@
-"""Socket I/O for the container: an epoll loop, the listener, and the SASL phase of every connection.
+"""Socket I/O for the container: an epoll loop, the listener, admission, and the bytes of every connection.
 
 Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
-global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket first runs
-``gateway.sasl.SaslServer`` (password checks go to the ``Authenticator``'s worker threads and come back as the
-``sasl_verdict`` application event; a client that skips SASL waits for the same check as ANONYMOUS, its bytes
-held meanwhile), and only then gets a proton ``Transport`` (server mode, no SASL layer) bound to a new
-``Connection`` on the container's collector. It also batches writes: transports that produced
-output are flushed once per loop turn, and a socket is watched for writability only while a send is short.
+global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first
+admitted or refused (``gateway.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
+to the ``Authenticator``'s worker threads and come back as the ``sasl_verdict`` application event), and only then
+gets a proton ``Transport`` (server mode, no SASL layer) bound to a new ``Connection`` on the container's
+collector. It also batches writes: transports that produced output are flushed once per loop turn, and a socket
+is watched for writability only while a send is short. Every connection has a guard: an exception while serving
+it is logged and closes that connection only (``_fail``); its deadlines are checked on every tick.
 
 Thread rule: everything here runs on the reactor thread; ``Authenticator`` callbacks arrive through the
 container's ``EventInjector``.
@@ -14,7 +15,6 @@ container's ``EventInjector``.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import select
@@ -23,79 +23,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition, Connection, Endpoint, Transport
+from proton import Condition, Endpoint, Transport
 from proton.reactor import Container
 
-from gateway.admission import Admission, ChannelClock, ConnectionLimits, Verdict
-from gateway.sasl import (
-    OUTCOME_SYS_TEMP,
-    SASL_HEADER,
-    CredentialsReceived,
-    NoSaslHeader,
-    ProtocolViolation,
-    SaslDone,
-    SaslServer,
-)
+from gateway.admission import Admission, ConnectionLimits, Verdict
+from gateway.channels import READ, WRITE, Channel, RateLimitedLog
+from gateway.sasl import CredentialsReceived, SaslServer
+from gateway.sasl_phase import SaslPhase
 from mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
 
 log = logging.getLogger("subgate.io")
 
-_READ = select.EPOLLIN | select.EPOLLRDHUP
-_WRITE = select.EPOLLOUT
+_READ = READ
+_WRITE = WRITE
 _RECV_MAX = 1 << 20
 _CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
-# A client that skips SASL is checked against the anonymous policy like SASL ANONYMOUS (by the Authenticator,
-# whose answer can depend on the store), so it is submitted as these credentials.
-_NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
-
-
-class Channel:
-    """One accepted socket: its SASL phase, then its proton transport."""
-
-    __slots__ = (
-        "sock",
-        "fd",
-        "peer",
-        "sasl",
-        "transport",
-        "connection",
-        "outgoing",
-        "user",
-        "closed",
-        "watching",
-        "eof",
-        "held",
-        "clock",
-        "verdict",
-        "refusal",
-        "ending",
-    )
-
-    def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.peer = peer
-        self.sasl: SaslServer | None = None
-        self.transport: Transport | None = None
-        self.connection: Connection | None = None
-        self.outgoing = b""  # bytes of the SASL phase not yet written
-        self.user: str | None = None
-        self.closed = False
-        self.watching = _READ
-        self.eof = False
-        self.held: bytes | None = None  # input of a no-SASL connection while its anonymous check runs
-        self.clock = ChannelClock(now)
-        self.verdict = Verdict.ADMIT
-        self.refusal: str | None = None  # over a connection limit: why; the handshake is answered with a refusal
-        self.ending = False  # close the socket once the output is written (io.end_after_output)
-
-    @property
-    def address(self) -> str:
-        return str(self.peer[0]) if self.peer else ""
-
-    def handshake_finished(self) -> None:
-        """The peer's open has arrived (the broker calls this): the handshake deadline no longer applies."""
-        self.clock.opened = True
 
 
 class ServerIO:
@@ -110,15 +52,11 @@ class ServerIO:
         limits: ConnectionLimits | None = None,
     ) -> None:
         self._container = container
-        self._authenticate = authenticate
-        # Channels waiting for an auth worker's verdict, by request number: the worker thread only ever holds
-        # the number, so it can never drop the last reference to a channel (and with it proton's transport).
-        self._awaiting_verdict: dict[int, Channel] = {}
-        self._verdict_requests = itertools.count(1)
+        self._sasl = SaslPhase(self, authenticate)
         self._configure_transport = configure_transport
         self._limits = limits or ConnectionLimits()
         self._admission = Admission(self._limits)
-        self._refusals_logged = _RateLimitedLog(log, interval=1.0)
+        self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
         self._listeners: dict[int, socket.socket] = {}
         self._channels: dict[int, Channel] = {}
@@ -188,78 +126,11 @@ class ServerIO:
             self._container._selectables += 1
             log.debug("accepted connection from %s", peer)
 
-    # -- the SASL phase ------------------------------------------------------------------------------------
-    def _sasl_input(self, channel: Channel, data: bytes) -> None:
-        sasl = channel.sasl
-        assert sasl is not None
-        sasl.receive_data(data)
-        self._sasl_events(channel)
-
-    def _sasl_events(self, channel: Channel) -> None:
-        sasl = channel.sasl
-        assert sasl is not None
-        while not channel.closed and channel.sasl is sasl:
-            event = sasl.next_event()
-            if event is None:
-                break
-            if isinstance(event, CredentialsReceived):
-                if channel.refusal is not None:  # over a connection limit: "temporary system error", try later
-                    sasl.complete(False, code=OUTCOME_SYS_TEMP)
-                else:
-                    self._ask_verdict(channel, event)
-            elif isinstance(event, SaslDone):
-                self._sasl_write(channel, sasl.data_to_send())
-                if event.authenticated:
-                    channel.user = event.username
-                    self._start_amqp(channel, event.leftover)
-                elif channel.refusal is None:
-                    log.info("authentication failed for %r from %s", event.username, channel.peer)
-                    self._close_after_flush(channel)
-            elif isinstance(event, NoSaslHeader):
-                # Whether anonymous access is allowed may depend on the store (a user added while we run), which
-                # only an auth worker reads: hold the bytes and ask; on_sasl_verdict carries on.
-                channel.sasl = None
-                if channel.refusal is not None:  # the broker answers its open with the reason
-                    self._start_amqp(channel, event.leftover)
-                    continue
-                channel.held = event.leftover
-                self._ask_verdict(channel, _NO_SASL)
-            elif isinstance(event, ProtocolViolation):
-                log.info("closing connection from %s: %s", channel.peer, event.description)
-                self._sasl_write(channel, sasl.data_to_send())
-                self._close_after_flush(channel)
-        if channel.sasl is sasl and not channel.closed:
-            self._sasl_write(channel, sasl.data_to_send())
-
-    def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
-        request = next(self._verdict_requests)
-        self._awaiting_verdict[request] = channel
-        self._authenticate(request, credentials)
-
+    # -- the socket side of the SASL phase (gateway.sasl_phase calls these) ---------------------------------
     def on_sasl_verdict(self, event: Any) -> None:
-        request, authenticated, username = event.subject
-        channel = self._awaiting_verdict.pop(request, None)
-        if channel is None or channel.closed:
-            return
-        if channel.held is not None:
-            self._no_sasl_verdict(channel, authenticated)
-            return
-        if channel.sasl is None:
-            return
-        channel.sasl.complete(authenticated, username)
-        self._sasl_events(channel)
+        self._sasl.on_verdict(event)
 
-    def _no_sasl_verdict(self, channel: Channel, allowed: bool) -> None:
-        held, channel.held = channel.held or b"", None
-        if allowed:
-            self._start_amqp(channel, held)
-            return
-        # Answer with the SASL header so the peer learns what we require, then close.
-        log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
-        self._sasl_write(channel, SASL_HEADER)
-        self._close_after_flush(channel)
-
-    def _sasl_write(self, channel: Channel, data: bytes) -> None:
+    def write(self, channel: Channel, data: bytes) -> None:
         if data:
             channel.outgoing += data
         self._write_outgoing(channel)
@@ -276,7 +147,7 @@ class ServerIO:
                 return
             channel.outgoing = channel.outgoing[sent:]
 
-    def _close_after_flush(self, channel: Channel) -> None:
+    def close_after_flush(self, channel: Channel) -> None:
         self._write_outgoing(channel)
         if not channel.closed:
             try:
@@ -285,7 +156,7 @@ class ServerIO:
                 pass
             self._drop(channel)
 
-    def _start_amqp(self, channel: Channel, leftover: bytes) -> None:
+    def start_amqp(self, channel: Channel, leftover: bytes) -> None:
         channel.sasl = None
         container = self._container
         connection = container.connection()
@@ -337,10 +208,7 @@ class ServerIO:
                 self._dirty.add(channel)
             return
         if transport is None:
-            if channel.held is not None:
-                channel.held += data
-            else:
-                self._sasl_input(channel, data)
+            self._sasl.receive(channel, data)
         else:
             self._push(channel, data)
 
@@ -585,39 +453,3 @@ class ServerIO:
             return 0.0
         self._dirty.add(channel)
         return float(transport.tick(now))
-
-
-class _RateLimitedLog:
-    """Logs at most one line per ``interval`` seconds, with how many were left out since: a flood of refused
-    connections must not become a flood of log lines."""
-
-    def __init__(self, logger: logging.Logger, interval: float) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._next = 0.0
-        self._skipped = 0
-
-    def info(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._skipped += 1
-            return
-        if self._skipped:
-            message += f" ({self._skipped} more like it not logged)"
-            self._skipped = 0
-        self._next = now + self._interval
-        self._logger.info(message, *args)
-
-
-def end_after_output(connection: Connection) -> None:
-    """Close the socket as soon as everything queued on this connection (the ``close`` just queued) is written,
-    without waiting for the peer's ``close``. For a refused ``open``: its peer has broken a rule or a limit, and
-    waiting for its answer would let it hold a connection slot."""
-    channel = connection_channel(connection)
-    if channel is not None:
-        channel.ending = True
-
-
-def connection_channel(connection: Connection) -> Channel | None:
-    """The channel (socket, user) behind a connection accepted by ``ServerIO``."""
-    return getattr(connection, "_channel", None)
