@@ -178,6 +178,35 @@ def _parse_listen(value: str) -> tuple[str, int]:
     show_default=True,
     show_envvar=True,
 )
+@click.option(
+    "--memory-limit-messages",
+    type=click.IntRange(0),
+    default=100_000,
+    envvar="SUBGATE_MEMORY_LIMIT_MESSAGES",
+    show_default=True,
+    show_envvar=True,
+    help="Messages not in the journal (non-persistent ones, any on a temporary queue or non-durable "
+    "subscription) a queue may hold in memory (0: no limit).",
+)
+@click.option(
+    "--memory-limit-bytes",
+    type=click.IntRange(0),
+    default=64 * 1024 * 1024,
+    envvar="SUBGATE_MEMORY_LIMIT_BYTES",
+    show_default=True,
+    show_envvar=True,
+    help="Bytes of such messages a queue may hold in memory (0: no limit).",
+)
+@click.option(
+    "--memory-full-policy",
+    type=click.Choice(["block", "fail"]),
+    default="block",
+    envvar="SUBGATE_MEMORY_FULL_POLICY",
+    show_default=True,
+    show_envvar=True,
+    help="A queue at its memory limit: block (no more credit for its publishers until it drains) or fail "
+    "(reject further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -196,6 +225,9 @@ def serve(
     page_messages: int,
     migrate: bool,
     log_level: str,
+    memory_limit_messages: int,
+    memory_limit_bytes: int,
+    memory_full_policy: str,
 ) -> None:
     """Run the server."""
     from gateway.server import serve as run_server
@@ -223,6 +255,9 @@ def serve(
         missing_topic_timeout=missing_topic_timeout,
         policy_refresh_interval=policy_refresh,
         page_messages=page_messages,
+        memory_limit_messages=memory_limit_messages,
+        memory_limit_bytes=memory_limit_bytes,
+        memory_full_policy=memory_full_policy,
     )
     try:
         code = run_server(settings, migrate=migrate)

@@ -25,3 +25,8 @@ class Settings:
     missing_topic_timeout: float = 10.0  # seconds a subscribe/fetch waits for silent missing-topic handlers
     policy_refresh_interval: float = 2.0  # seconds between re-reads of principals, roles and grants
     page_messages: int = 2000  # messages a durable queue keeps in memory before it pages from the journal; 0: never
+    # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
+    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (gateway.memory).
+    memory_limit_messages: int = 100_000
+    memory_limit_bytes: int = 64 * 1024 * 1024
+    memory_full_policy: str = "block"  # "block": withhold credit from the queue's publishers; "fail": reject
