@@ -214,6 +214,35 @@ def _parse_listen(value: str) -> tuple[str, int]:
     show_default=True,
     show_envvar=True,
 )
+@click.option(
+    "--memory-limit-messages",
+    type=click.IntRange(0),
+    default=100_000,
+    envvar="SUBGATE_MEMORY_LIMIT_MESSAGES",
+    show_default=True,
+    show_envvar=True,
+    help="Messages not in the journal (non-persistent ones, any on a temporary queue or non-durable "
+    "subscription) a queue may hold in memory (0: no limit).",
+)
+@click.option(
+    "--memory-limit-bytes",
+    type=click.IntRange(0),
+    default=64 * 1024 * 1024,
+    envvar="SUBGATE_MEMORY_LIMIT_BYTES",
+    show_default=True,
+    show_envvar=True,
+    help="Bytes of such messages a queue may hold in memory (0: no limit).",
+)
+@click.option(
+    "--memory-full-policy",
+    type=click.Choice(["block", "fail"]),
+    default="block",
+    envvar="SUBGATE_MEMORY_FULL_POLICY",
+    show_default=True,
+    show_envvar=True,
+    help="A queue at its memory limit: block (no more credit for its publishers until it drains) or fail "
+    "(reject further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -236,6 +265,9 @@ def serve(
     frame_timeout: float,
     migrate: bool,
     log_level: str,
+    memory_limit_messages: int,
+    memory_limit_bytes: int,
+    memory_full_policy: str,
 ) -> None:
     """Run the server."""
     from gateway.server import serve as run_server
@@ -267,6 +299,9 @@ def serve(
         max_connections_per_address=max_connections_per_address,
         handshake_timeout=handshake_timeout,
         frame_timeout=frame_timeout,
+        memory_limit_messages=memory_limit_messages,
+        memory_limit_bytes=memory_limit_bytes,
+        memory_full_policy=memory_full_policy,
     )
     try:
         code = run_server(settings, migrate=migrate)

@@ -25,6 +25,7 @@ from gateway import codec, management
 from gateway.browsing import Browser
 from gateway.channels import connection_channel, end_after_output
 from gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
+from gateway.memory import Answer, Sender, describe
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.peer_fields import read_open
 from gateway.router import Router
@@ -658,6 +659,7 @@ class Broker:
         matcher = _compile(filters.selector)
         no_local_id = state.container_id if filters.no_local else None
         queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
+        queue.limit_memory(self.router.memory_limit)
         self.watch_schedule(queue)
         accepts = subscription_filter(self.router.last_seq, no_local_id, matcher)
         outbound = Outbound(link, state, queue)
@@ -778,8 +780,10 @@ class Broker:
             link.close()
 
     def _watch_node(self, node: Queue | Topic) -> None:
-        if isinstance(node, Queue) and node.on_schedule is None:
-            self.watch_schedule(node)
+        if isinstance(node, Queue):
+            if node.on_schedule is None:
+                self.watch_schedule(node)
+            node.on_unblocked = self._unblocked
 
     @guarded
     def on_link_remote_close(self, event: Any) -> None:
@@ -969,7 +973,9 @@ class Broker:
             inbound.top_up()
             return
         ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending)
-        if txn is not None:
+        if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
+            reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
+        elif txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
             self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
         elif ingest.record is not None:
@@ -987,6 +993,20 @@ class Broker:
             self._route(node, ingest.message)
             accept(delivery)
         inbound.top_up()
+
+    def _admits(self, queue: Queue, inbound: Inbound) -> bool:
+        """May ``queue`` take one more message that is not in the journal from this publisher (gateway.memory)?
+        Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
+        discharge, so the transfer itself is rejected."""
+        return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
+
+    def _unblocked(self, queue: Queue) -> None:
+        """A queue that withheld credit (policy block) drained to its low-water mark: its publisher links get
+        credit again. Rare (once per fill and drain), so a pass over the links is cheap enough."""
+        for state in self.connections:
+            for link_state in state.links:
+                if type(link_state) is Inbound and link_state.node is queue:
+                    link_state.top_up()
 
     def _manage(self, delivery: Delivery, raw: bytes) -> None:
         """A request to $management: answer it on its reply-to address (gateway.management)."""

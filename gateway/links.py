@@ -58,9 +58,13 @@ class Inbound:
         self.service = False  # a link to the $management node
 
     def top_up(self) -> None:
-        """Keep credit + pending at the window, in steps of at least half of it."""
+        """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
+        full under the policy ``block`` (gateway.memory: the broker tops it up again when the queue drains)."""
         missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
+            node = self.node
+            if node is not None and node.blocked:
+                return
             self.link.flow(missing)
             self.credit += missing
 

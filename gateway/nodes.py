@@ -16,6 +16,11 @@ and, once its consumers have taken it down to half the limit, asks for the next 
 gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Every available message
 up to ``horizon()`` is in memory; a browser (``gateway.browsing``) reads what lies beyond through ``on_browse``,
 without changing any of this. Why and the ordering argument: docs/architecture.md, "Paging".
+
+Memory limit: a queue counts the messages it holds that are not in the journal (they cannot page) and their
+bytes, from ``_take`` to ``_discard``; ``admits`` answers whether one more may come (the rule and the policy:
+``gateway.memory``), and under the policy ``block`` the queue is ``blocked`` from the limit until it drains to
+the low-water mark, when ``on_unblocked`` tells the gateway to give its publishers credit again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from gateway.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
 from mapping.outcomes import Settlement
 
 
@@ -155,6 +161,20 @@ class Queue:
         self._paged_count = 0  # messages only in the journal (an estimate after a restart)
         self._page_pending = False
         self._last_journaled = 0  # highest journaled sequence taken into memory
+        # Memory limit (see the module docstring): messages held that are not in the journal, and their bytes.
+        self.memory = NO_LIMIT
+        self._memory_count = 0
+        self._memory_bytes = 0
+        self._full_count = self._full_bytes = self._resume_count = self._resume_bytes = UNLIMITED
+        self.blocked = False  # publisher links get no credit (policy block, from the limit to the low-water mark)
+        self.on_unblocked: Callable[[Queue], None] | None = None
+        self.dropped_count = 0  # topic copies not taken because the queue was full
+
+    def limit_memory(self, limit: MemoryLimit) -> None:
+        """Set the limit on messages held in memory only (gateway.memory)."""
+        self.memory = limit
+        self._full_count, self._full_bytes = limit.full_at()
+        self._resume_count, self._resume_bytes = limit.resume_at()
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
@@ -176,6 +196,26 @@ class Queue:
     def paged_upto(self) -> int:
         """The highest sequence that may be in the journal only (0 when not paging)."""
         return self._paged_upto
+
+    @property
+    def memory_held(self) -> tuple[int, int]:
+        """(messages, bytes) this queue holds that are not in the journal: what its memory limit counts."""
+        return self._memory_count, self._memory_bytes
+
+    def admits(self, sender: Sender) -> Answer:
+        """May one more message that is not in the journal come from ``sender`` (gateway.memory)? Below the
+        limit this is two compares."""
+        if self._memory_count < self._full_count and self._memory_bytes < self._full_bytes:
+            return Answer.TAKE
+        return answer(self.memory, sender, self._memory_count, self._memory_bytes)
+
+    def offer(self, message: Message) -> bool:
+        """A topic's copy: pushed, or dropped (and counted) when it is not in the journal and the queue is full."""
+        if not message.journaled and self.admits(Sender.FANOUT) is not Answer.TAKE:
+            self.dropped_count += 1
+            return False
+        self.push(message)
+        return True
 
     def horizon(self) -> int:
         """Every available message up to this sequence is in memory (all of them when not paging)."""
@@ -273,8 +313,14 @@ class Queue:
         self.on_page(self, self._paged_after, self._paged_upto, max(self.page_limit // 2, 1))
 
     def _take(self, message: Message, failures: int) -> None:
-        if message.journaled and message.seq > self._last_journaled:
-            self._last_journaled = message.seq
+        if message.journaled:
+            if message.seq > self._last_journaled:
+                self._last_journaled = message.seq
+        else:
+            self._memory_count += 1
+            self._memory_bytes += len(message.raw)
+            if self._memory_count >= self._full_count or self._memory_bytes >= self._full_bytes:
+                self.blocked = self.memory.blocks
         if failures:
             self._failures[message.seq] = failures
         if message.deliver_at and message.deliver_at > now_ms():
@@ -436,8 +482,16 @@ class Queue:
         seq = message.seq
         self._failures.pop(seq, None)
         self._declined.pop(seq, None)
-        if record and message.journaled and self.cursor is not None:
-            self.cursor.discarded(seq)
+        if message.journaled:
+            if record and self.cursor is not None:
+                self.cursor.discarded(seq)
+            return
+        self._memory_count -= 1
+        self._memory_bytes -= len(message.raw)
+        if self.blocked and self._memory_count <= self._resume_count and self._memory_bytes <= self._resume_bytes:
+            self.blocked = False
+            if self.on_unblocked is not None:
+                self.on_unblocked(self)
 
     def _expire(self, message: Message) -> None:
         self.expired_count += 1
@@ -478,9 +532,11 @@ class Queue:
 
 
 class Topic:
-    """A publish-subscribe node: every subscription queue gets the message (if its filter takes it)."""
+    """A publish-subscribe node: every subscription queue gets the message (if its filter takes it and it is not
+    full: ``Queue.offer``)."""
 
     kind = "topic"
+    blocked = False  # a topic never withholds its publishers' credit (gateway.memory)
 
     def __init__(self, name: str, *, durable: bool = True) -> None:
         self.name = name
@@ -513,7 +569,6 @@ class Topic:
         filters = self.filters
         for queue in self.subscriptions:
             accepts = filters.get(id(queue)) if filters else None
-            if accepts is None or accepts(message):
-                queue.push(message)
+            if (accepts is None or accepts(message)) and queue.offer(message):
                 taken += 1
         return taken

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from gateway import codec
+from gateway.memory import MemoryLimit
 from gateway.nodes import Message, Queue, Topic, now_ms
 from gateway.paging import Pager
 from gateway.settings import Settings
@@ -68,6 +69,9 @@ class Router:
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
+        self.memory_limit = MemoryLimit(
+            settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
+        )
 
     # -- journal commits -----------------------------------------------------------------------------------
     def submitted(self, seq: int) -> None:
@@ -128,6 +132,7 @@ class Router:
                 self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
                 cursor = self.new_cursor("queue", name, name)
             node = Queue(name, durable=durable, cursor=cursor)
+            node.limit_memory(self.memory_limit)
             if cursor is not None:
                 self.track_cursor(cursor, node)
                 self.pager.attach(node, cursor.cursor_id, name)
@@ -161,6 +166,7 @@ class Router:
     def restore_queue(self, name: str, cursor_id: int) -> Queue:
         cursor = JournalCursor(cursor_id, self.writer)
         queue = Queue(name, durable=True, cursor=cursor)
+        queue.limit_memory(self.memory_limit)
         self.track_cursor(cursor, queue)
         self.pager.attach(queue, cursor_id, name)
         self.nodes[name] = queue

@@ -28,3 +28,8 @@ class Settings:
     max_connections_per_address: int = 1000  # open connections from one IP address
     handshake_timeout: float = 10.0  # seconds from accept to the end of SASL and the peer's open
     frame_timeout: float = 30.0  # seconds a frame may take to arrive whole once it has begun
+    # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
+    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (gateway.memory).
+    memory_limit_messages: int = 100_000
+    memory_limit_bytes: int = 64 * 1024 * 1024
+    memory_full_policy: str = "block"  # "block": withhold credit from the queue's publishers; "fail": reject

@@ -117,6 +117,7 @@ class Subscriptions:
             sub_id = self._next_id
         name = f"{topic.name}#{sub_id}" if key is not None else f"{topic.name}#{container_id}/{label}"
         queue = Queue(name, durable=kind.durable)
+        queue.limit_memory(router.memory_limit)
         cursor = None
         if kind.durable:
             cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name)
@@ -141,6 +142,7 @@ class Subscriptions:
         key = SubscriptionKey("durable", record.client_id, record.name)
         details = Details(record.topic, record.selector, record.no_local)
         queue = Queue(f"{topic.name}#{record.id}", durable=True)
+        queue.limit_memory(self.router.memory_limit)
         cursor = JournalCursor(record.cursor_id, self.router.writer)
         queue.cursor = cursor
         self.router.track_cursor(cursor, queue)
