@@ -26,7 +26,7 @@ run: $(STAMP)
 test: $(STAMP)
 	bash scripts/install-test-deps
 	$(BIN)/ruff check .
-	$(BIN)/mypy gateway mapping storage cli
+	$(BIN)/mypy subgate
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy gateway mapping storage cli
+	$(BIN)/mypy subgate
 
 bench: $(STAMP)
 	$(PYTHON) bench/run.py

@@ -55,7 +55,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
-from topics import Selector, SelectorIndex, SelectorSet, TopicTree, parse_selector  # noqa: E402
+from subgate.topics import Selector, SelectorIndex, SelectorSet, TopicTree, parse_selector  # noqa: E402
 
 DOC = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- topics-bench:begin -->", "<!-- topics-bench:end -->"

@@ -11,10 +11,10 @@ import sys
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.main import main
-from mapping.permissions import Permission, Policy
-from storage.db import make_engine, session_factory, upgrade
-from storage.permissions import load_policy
+from subgate.cli.main import main
+from subgate.mapping.permissions import Permission, Policy
+from subgate.storage.db import make_engine, session_factory, upgrade
+from subgate.storage.permissions import load_policy
 from tests.support.cli import run_subgate
 
 OUT_OF_DATE = "the store is at schema revision none (empty database) but this subgate needs"

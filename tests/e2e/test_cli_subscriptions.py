@@ -29,9 +29,9 @@ from proton.reactor import Copy, DurableSubscription, LinkOption
 from proton.utils import BlockingConnection, BlockingReceiver
 from sqlalchemy import func, insert, select
 
-from cli.main import main
-from storage.db import make_engine, upgrade
-from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
+from subgate.cli.main import main
+from subgate.storage.db import make_engine, upgrade
+from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
 from tests.support.amqp import Capabilities, connect, sender
 from tests.support.cli import run_subgate
 from tests.support.polling import eventually
@@ -104,7 +104,9 @@ def red_selector(monkeypatch: pytest.MonkeyPatch) -> None:
         assert text == "colour = 'red'"
         return lambda payload: b"red" in payload
 
-    monkeypatch.setitem(sys.modules, "gateway.selection", types.SimpleNamespace(compile_selector=compile_selector))
+    monkeypatch.setitem(
+        sys.modules, "subgate.gateway.selection", types.SimpleNamespace(compile_selector=compile_selector)
+    )
 
 
 @pytest.fixture
@@ -248,7 +250,9 @@ def test_offline_backlog_is_unknown_when_the_selector_cannot_be_compiled(offline
     def compile_selector(text: str) -> Callable[[bytes], bool] | None:
         raise ValueError(f"cannot parse {text!r}")
 
-    monkeypatch.setitem(sys.modules, "gateway.selection", types.SimpleNamespace(compile_selector=compile_selector))
+    monkeypatch.setitem(
+        sys.modules, "subgate.gateway.selection", types.SimpleNamespace(compile_selector=compile_selector)
+    )
     result = invoke("subscriptions", "list", "--json", "--client-id", "app1", *offline)
     assert result.exit_code == 0, result.output
     assert [item["backlog"] for item in json.loads(result.stdout)] == [None, 0]

@@ -8,8 +8,8 @@ import socket
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.main import main
-from storage.db import upgrade
+from subgate.cli.main import main
+from subgate.storage.db import upgrade
 from tests.e2e.conftest import STORES
 from tests.support.amqp import connect, receiver, send_all, sender
 from tests.support.control import ControlClient

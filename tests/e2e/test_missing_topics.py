@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cli.management import ManagementClient
+from subgate.cli.management import ManagementClient
 from tests.support.amqp import connect, send_all, sender
 from tests.support.control import ControlClient
 from tests.support.server import SubgateProcess, module_server

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from storage.db import make_engine
-from storage.models import JournalMessage
+from subgate.storage.db import make_engine
+from subgate.storage.models import JournalMessage
 from tests.e2e.test_paging_browse import consume
 from tests.support.jms import DURABLE, TOPIC, JmsWire
 

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 from proton.utils import LinkDetached
 
-from gateway.passwords import hash_password
-from mapping.permissions import PRINCIPAL, ROLE
-from storage.db import make_engine, session_factory, upgrade
-from storage.permissions import add_role, assign_role, grant, revoke
-from storage.principals import add_principal
+from subgate.gateway.passwords import hash_password
+from subgate.mapping.permissions import PRINCIPAL, ROLE
+from subgate.storage.db import make_engine, session_factory, upgrade
+from subgate.storage.permissions import add_role, assign_role, grant, revoke
+from subgate.storage.principals import add_principal
 from tests.e2e.test_topic_selectors import fetched
 from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
 from tests.support.control import ControlClient

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
-from storage.db import make_engine, upgrade
+from subgate.storage.db import make_engine, upgrade
 
 
 @pytest.fixture

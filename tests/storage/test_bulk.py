@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from storage.bulk import insert_acks, insert_messages
-from storage.models import Ack, AckCursor, JournalMessage
+from subgate.storage.bulk import insert_acks, insert_messages
+from subgate.storage.models import Ack, AckCursor, JournalMessage
 from tests.storage.test_journal import T0, new_message
 
 

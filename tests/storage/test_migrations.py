@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
-from storage.db import alembic_config, make_engine, schema_status, upgrade
-from storage.models import Base
+from subgate.storage.db import alembic_config, make_engine, schema_status, upgrade
+from subgate.storage.models import Base
 
 TABLES = {
     "nodes",

@@ -13,11 +13,11 @@ from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from mapping.permissions import ADMIN_ROLE, ANONYMOUS, PRINCIPAL, ROLE, Grant, Permission, Policy
-from storage.db import session_factory
-from storage.errors import AlreadyExists, NotFound
-from storage.models import PermissionGrant, PrincipalRole
-from storage.permissions import (
+from subgate.mapping.permissions import ADMIN_ROLE, ANONYMOUS, PRINCIPAL, ROLE, Grant, Permission, Policy
+from subgate.storage.db import session_factory
+from subgate.storage.errors import AlreadyExists, NotFound
+from subgate.storage.models import PermissionGrant, PrincipalRole
+from subgate.storage.permissions import (
     GrantRecord,
     PolicyData,
     add_role,
@@ -33,7 +33,7 @@ from storage.permissions import (
     roles_of,
     unassign_role,
 )
-from storage.principals import add_principal, remove_principal
+from subgate.storage.principals import add_principal, remove_principal
 
 READ = Permission.READ_TOPIC
 UPDATE = Permission.UPDATE_TOPIC

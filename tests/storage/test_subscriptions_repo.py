@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.db import session_factory
-from storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
-from storage.records import SubscriptionRecord
-from storage.subscriptions import (
+from subgate.storage.db import session_factory
+from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
+from subgate.storage.records import SubscriptionRecord
+from subgate.storage.subscriptions import (
     backlog_count,
     delete_subscription,
     find_subscription,

@@ -14,7 +14,7 @@ from typing import Any
 
 from proton import Endpoint, Link
 
-from cli.management import ManagementClient
+from subgate.cli.management import ManagementClient
 from tests.support.jms import QUEUE, Consumer, JmsWire, RemoteError, _LinkEnd, _put_symbols
 
 REMOVAL = "$subgate/remove-with-session/"

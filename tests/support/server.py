@@ -47,7 +47,7 @@ def subgate_command() -> list[str]:
     script = Path(sys.executable).with_name("subgate")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "cli"]
+    return [sys.executable, "-m", "subgate.cli"]
 
 
 class SubgateProcess:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mapping.addresses import (
+from subgate.mapping.addresses import (
     QUEUE,
     TOPIC,
     NodeDecision,
@@ -13,7 +13,7 @@ from mapping.addresses import (
     resolve_node,
     split_fqqn,
 )
-from mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED, Refused
+from subgate.mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED, Refused
 
 
 @pytest.mark.parametrize(
@@ -116,9 +116,10 @@ def test_pure_modules_import_neither_proton_nor_sqlalchemy():
     import sys
 
     code = (
-        "import sys, mapping.addresses, mapping.outcomes, mapping.errors, mapping.subscriptions, mapping.filters, "
-        "gateway.nodes; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('proton', 'sqlalchemy', 'storage')))"
+        "import sys, subgate.mapping.addresses, subgate.mapping.outcomes, subgate.mapping.errors, "
+        "subgate.mapping.subscriptions, subgate.mapping.filters, subgate.gateway.nodes; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('proton', 'sqlalchemy') "
+        "or m.startswith('subgate.storage')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from gateway import nodes
-from gateway.browsing import Browser
-from gateway.nodes import Message, Queue
-from mapping.outcomes import settle_outcome
+from subgate.gateway import nodes
+from subgate.gateway.browsing import Browser
+from subgate.gateway.nodes import Message, Queue
+from subgate.mapping.outcomes import settle_outcome
 from tests.unit.test_paging import Consumer
 
 ACCEPT = settle_outcome("accepted")

@@ -41,8 +41,8 @@ from proton import (
 )
 from proton import Described as ProtonDescribed
 
-from gateway import codec
-from gateway.codec import (
+from subgate.gateway import codec
+from subgate.gateway.codec import (
     Byte,
     Char,
     CodecError,
@@ -266,7 +266,7 @@ def test_encode_value_round_trips_through_proton(value: object) -> None:
 
 
 def test_codec_imports_only_the_standard_library() -> None:
-    check = "import sys, gateway.codec; sys.exit('proton' in sys.modules or 'cproton' in sys.modules)"
+    check = "import sys, subgate.gateway.codec; sys.exit('proton' in sys.modules or 'cproton' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", check], cwd=root, check=False).returncode == 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from gateway.links import Inbound
+from subgate.gateway.links import Inbound
 
 
 class FakeLink:

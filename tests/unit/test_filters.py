@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mapping.errors import INVALID_FIELD, Refused
-from mapping.filters import NO_LOCAL_CODE, NO_LOCAL_SYMBOL, SELECTOR_CODE, SELECTOR_SYMBOL, FilterRequest, read_filters
+from subgate.mapping.errors import INVALID_FIELD, Refused
+from subgate.mapping.filters import (
+    NO_LOCAL_CODE,
+    NO_LOCAL_SYMBOL,
+    SELECTOR_CODE,
+    SELECTOR_SYMBOL,
+    FilterRequest,
+    read_filters,
+)
 
 
 @pytest.mark.parametrize(

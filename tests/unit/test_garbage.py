@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.garbage import ReactorGarbageCollector
+from subgate.gateway.garbage import ReactorGarbageCollector
 
 
 class Cycle:

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.links import Inbound
-from gateway.memory import BLOCK, FAIL, Answer, MemoryLimit, Sender, answer, describe
-from gateway.nodes import Message, Queue, Topic
-from mapping.outcomes import settle_outcome
+from subgate.gateway.links import Inbound
+from subgate.gateway.memory import BLOCK, FAIL, Answer, MemoryLimit, Sender, answer, describe
+from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.mapping.outcomes import settle_outcome
 from tests.unit.test_credit import FakeLink
 
 ACCEPT = settle_outcome("accepted")

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway import nodes
-from gateway.nodes import Message, Queue, Topic
-from mapping.outcomes import settle_outcome, settle_unsettled
+from subgate.gateway import nodes
+from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.mapping.outcomes import settle_outcome, settle_unsettled
 
 NOW = 1_000_000_000
 LATER = NOW + 60_000

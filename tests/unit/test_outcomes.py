@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from mapping.outcomes import (
+from subgate.mapping.outcomes import (
     ACCEPTED,
     MODIFIED,
     OUTCOMES,

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from gateway import nodes
-from gateway.nodes import Message, Queue
-from gateway.paging import Pager, row_filter
-from mapping.outcomes import settle_outcome
-from storage.records import PageRead, StoredMessage
+from subgate.gateway import nodes
+from subgate.gateway.nodes import Message, Queue
+from subgate.gateway.paging import Pager, row_filter
+from subgate.mapping.outcomes import settle_outcome
+from subgate.storage.records import PageRead, StoredMessage
 
 ACCEPT = settle_outcome("accepted")
 RELEASE = settle_outcome("released")

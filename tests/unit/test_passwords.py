@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from gateway.passwords import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_BYTES, hash_password, verify_password
+from subgate.gateway.passwords import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_BYTES, hash_password, verify_password
 
 FAST = 1_000  # keeps the suite quick; the default cost is exercised once below
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mapping.errors import UNAUTHORIZED, Refused
-from mapping.permissions import (
+from subgate.mapping.errors import UNAUTHORIZED, Refused
+from subgate.mapping.permissions import (
     ADMIN_ROLE,
     ANONYMOUS,
     GLOBAL_PERMISSIONS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 from proton import SASL, Collector, Connection, Data, Described, Endpoint, Transport
 
-from gateway.sasl import (
+from subgate.gateway.sasl import (
     AMQP_HEADER,
     MAX_FRAME_SIZE,
     SASL_HEADER,

@@ -22,9 +22,9 @@ from proton import (
     ushort,
 )
 
-from gateway import codec, selection
-from gateway.selection import compile_selector, jms_correlation_id, jms_message_id, message_lookup
-from mapping.selectors import SelectorError
+from subgate.gateway import codec, selection
+from subgate.gateway.selection import compile_selector, jms_correlation_id, jms_message_id, message_lookup
+from subgate.mapping.selectors import SelectorError
 
 CREATED_MS = 1_700_000_000_500
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mapping.selectors import Selector, SelectorError, parse
+from subgate.mapping.selectors import Selector, SelectorError, parse
 
 
 class Num(enum.IntEnum):
@@ -517,8 +517,8 @@ def test_evaluate_short_circuits_and_or() -> None:
 
 def test_selectors_import_only_the_standard_library() -> None:
     check = (
-        "import sys, mapping.selectors; "
-        "sys.exit(any(m in sys.modules for m in ('proton', 'cproton', 'sqlalchemy', 'gateway')))"
+        "import sys, subgate.mapping.selectors; "
+        "sys.exit(any(m in sys.modules for m in ('proton', 'cproton', 'sqlalchemy', 'subgate.gateway')))"
     )
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", check], cwd=root, check=False).returncode == 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from gateway.nodes import Message, Topic
-from gateway.subscriptions import Subscriptions, subscription_filter
-from mapping.subscriptions import DURABLE, VOLATILE, Details, Kind, SubscriptionKey
-from storage.records import SubscriptionRecord
+from subgate.gateway.nodes import Message, Topic
+from subgate.gateway.subscriptions import Subscriptions, subscription_filter
+from subgate.mapping.subscriptions import DURABLE, VOLATILE, Details, Kind, SubscriptionKey
+from subgate.storage.records import SubscriptionRecord
 from tests.unit.test_router import make_router
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mapping.errors import NOT_FOUND, Refused
-from mapping.subscriptions import (
+from subgate.mapping.errors import NOT_FOUND, Refused
+from subgate.mapping.subscriptions import (
     DURABLE,
     GLOBAL,
     ILLEGAL_STATE,

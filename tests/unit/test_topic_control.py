@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 from proton import Delivery, Link, Message
 
-from gateway.topic_control import HANDLER_PREFIX, REMOVAL_PREFIX, TopicControl, handler_path, removal_branch
-from mapping.errors import Refused
-from topics import parse_selector
+from subgate.gateway.topic_control import HANDLER_PREFIX, REMOVAL_PREFIX, TopicControl, handler_path, removal_branch
+from subgate.mapping.errors import Refused
+from subgate.topics import parse_selector
 
 
 class FakeLink:
@@ -285,7 +285,7 @@ def test_a_take_over_keeps_the_row():
 
 
 def test_stored_registrations_wait_the_timeout_after_a_restart_unless_taken_over():
-    from storage.removals import RemovalRecord
+    from subgate.storage.removals import RemovalRecord
 
     h, journal = journaled()
     journal.rows = {4: ("gone", "crashed", "r"), 7: ("kept", "back", "r"), 9: ("gone", None, "x")}

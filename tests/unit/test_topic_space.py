@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.nodes import Message, Queue, Topic
-from gateway.topic_space import TopicSpace, fetch_selector, selector_address
-from topics.errors import SelectorError
+from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.gateway.topic_space import TopicSpace, fetch_selector, selector_address
+from subgate.topics.errors import SelectorError
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from gateway.transactions import DECLARE, DISCHARGE, UNKNOWN_ID, Control, Transactions, read_control
-from mapping.errors import Refused
+from subgate.gateway.transactions import DECLARE, DISCHARGE, UNKNOWN_ID, Control, Transactions, read_control
+from subgate.mapping.errors import Refused
 
 
 def control(body: object) -> bytes:

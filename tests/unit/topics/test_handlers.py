@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topics.errors import TopicPathError
-from topics.handlers import MissingTopicHandlers, Notification
-from topics.selectors import parse_selector
+from subgate.topics.errors import TopicPathError
+from subgate.topics.handlers import MissingTopicHandlers, Notification
+from subgate.topics.selectors import parse_selector
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from topics.errors import SelectorError, TopicPathError
-from topics.index import SelectorIndex
-from topics.selectors import parse_selector
+from subgate.topics.errors import SelectorError, TopicPathError
+from subgate.topics.index import SelectorIndex
+from subgate.topics.selectors import parse_selector
 
 PATHS = ["a", "a/b", "a/b/c", "a/b/c/d", "a/bc", "a/x/c", "b", "b/y", "A/B", "x/y/z"]
 

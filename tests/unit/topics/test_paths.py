@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topics.errors import INVALID_FIELD, TopicPathError
-from topics.paths import (
+from subgate.topics.errors import INVALID_FIELD, TopicPathError
+from subgate.topics.paths import (
     are_related,
     common_prefix,
     is_ancestor_or_self,

@@ -6,7 +6,7 @@ import ast
 import sys
 from pathlib import Path
 
-import topics
+from subgate import topics
 
 PACKAGE = Path(topics.__file__).parent
 
@@ -22,7 +22,7 @@ def _imported_roots(source: str) -> set[str]:
 
 
 def test_only_stdlib_and_topics_are_imported():
-    allowed = set(sys.stdlib_module_names) | {"topics", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {"subgate", "__future__"}
     for module in sorted(PACKAGE.glob("*.py")):
         foreign = _imported_roots(module.read_text()) - allowed
         assert not foreign, f"{module.name} imports {sorted(foreign)}"

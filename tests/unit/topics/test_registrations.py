@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topics.errors import PRECONDITION_FAILED, RegistrationConflict, TopicPathError
-from topics.registrations import Closure, PendingRemoval, Registration, RemovalRegistry
+from subgate.topics.errors import PRECONDITION_FAILED, RegistrationConflict, TopicPathError
+from subgate.topics.registrations import Closure, PendingRemoval, Registration, RemovalRegistry
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topics.errors import INVALID_FIELD, SelectorError
-from topics.selectors import (
+from subgate.topics.errors import INVALID_FIELD, SelectorError
+from subgate.topics.selectors import (
     FullPathSelector,
     PathSelector,
     Qualifier,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topics.errors import NOT_FOUND, SelectorError, TopicPathError, UnknownTopicError
-from topics.selectors import parse_selector
-from topics.tree import TopicTree
+from subgate.topics.errors import NOT_FOUND, SelectorError, TopicPathError, UnknownTopicError
+from subgate.topics.selectors import parse_selector
+from subgate.topics.tree import TopicTree
 
 TOPICS = ["a", "a/b", "a/b/c", "a/x/c", "a/x/c/d", "b/y", "A/B"]
 

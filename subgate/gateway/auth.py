@@ -1,0 +1,103 @@
+"""Password checks off the reactor thread.
+
+Owns the SASL verdict: a worker thread looks the principal up in the store and verifies the PBKDF2 hash, then
+hands ``(request, authenticated, username)`` back to the reactor as the ``sasl_verdict`` application event.
+Anonymous access follows the ``allow_anonymous`` setting, or, when that is unset, is allowed only while the
+store has no principal at all (so ``make run`` works out of the box and adding a user locks the door).
+Whenever a check finds that principals have appeared or all gone, ``on_principals_changed`` runs on the worker
+thread before the verdict is handed back, so the permission policy it reloads (gateway.policy) reaches the
+reactor ahead of the connection it concerns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from proton.reactor import ApplicationEvent, EventInjector
+from sqlalchemy.orm import Session, sessionmaker
+
+from subgate.gateway.passwords import verify_password
+from subgate.gateway.sasl import CredentialsReceived
+from subgate.storage.principals import count_principals, find_principal
+
+log = logging.getLogger("subgate.auth")
+
+
+class Authenticator:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        injector: EventInjector,
+        allow_anonymous: bool | None,
+        on_principals_changed: Callable[[], None] | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._injector = injector
+        self._allow_anonymous = allow_anonymous
+        self._on_principals_changed = on_principals_changed
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="subgate-auth")
+        self._lock = threading.Lock()
+        self._principals_exist = self._count() > 0
+
+    def anonymous_allowed(self) -> bool:
+        """Answerable on the reactor thread without touching the store."""
+        if self._allow_anonymous is not None:
+            return self._allow_anonymous
+        return not self._principals_exist
+
+    def refresh(self) -> None:
+        """Re-read whether principals exist (on a worker thread)."""
+        self._pool.submit(self._refresh)
+
+    def _refresh(self) -> None:
+        try:
+            exist = self._count() > 0
+        except Exception:  # the store may be briefly unavailable; keep the last answer
+            log.exception("could not count principals")
+            return
+        self._set_principals_exist(exist)
+
+    def _set_principals_exist(self, exist: bool) -> None:
+        changed, self._principals_exist = exist != self._principals_exist, exist
+        if changed and self._on_principals_changed is not None:
+            self._on_principals_changed()
+
+    def _count(self) -> int:
+        with self._sessions() as session:
+            return count_principals(session)
+
+    def submit(self, request: int, credentials: CredentialsReceived) -> None:
+        """Check ``credentials`` on a worker; the verdict comes back tagged with ``request`` (a number, so no
+        reactor object ever sits on a worker thread)."""
+        self._pool.submit(self._check, request, credentials)
+
+    def _check(self, request: int, credentials: CredentialsReceived) -> None:
+        try:
+            authenticated, username = self._verify(credentials)
+        except Exception:
+            log.exception("authentication check failed")
+            authenticated, username = False, credentials.username
+        self._injector.trigger(ApplicationEvent("sasl_verdict", subject=(request, authenticated, username)))
+
+    def _verify(self, credentials: CredentialsReceived) -> tuple[bool, str | None]:
+        if credentials.mechanism == "ANONYMOUS":
+            self._refresh()
+            return self.anonymous_allowed(), None
+        if credentials.mechanism != "PLAIN" or not credentials.username:
+            return False, credentials.username
+        with self._sessions() as session:
+            principal = find_principal(session, credentials.username)
+        if principal is None:
+            verify_password(credentials.password or "", _DUMMY_HASH)  # same cost whether or not the user exists
+            return False, credentials.username
+        self._set_principals_exist(True)
+        return verify_password(credentials.password or "", principal.password_hash), credentials.username
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+_DUMMY_HASH = "pbkdf2_sha256$200000$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="

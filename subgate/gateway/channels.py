@@ -1,0 +1,108 @@
+"""One accepted socket's state, and the few things other modules ask of it.
+
+Owns ``Channel`` (the socket, its SASL phase or proton transport, its deadlines and its admission verdict),
+``connection_channel`` (the channel behind a proton connection), ``end_after_output`` (close a refused connection
+once its answer is written) and ``RateLimitedLog``. ``gateway.io`` moves the bytes; ``gateway.sasl_phase`` runs the
+SASL exchange. Reactor thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import time
+from typing import Any
+
+from proton import Connection, Transport
+
+from subgate.gateway.admission import ChannelClock, Verdict
+from subgate.gateway.sasl import SaslServer
+
+READ = select.EPOLLIN | select.EPOLLRDHUP
+WRITE = select.EPOLLOUT
+
+
+class Channel:
+    """One accepted socket: its SASL phase, then its proton transport."""
+
+    __slots__ = (
+        "sock",
+        "fd",
+        "peer",
+        "sasl",
+        "transport",
+        "connection",
+        "outgoing",
+        "user",
+        "closed",
+        "watching",
+        "eof",
+        "held",
+        "clock",
+        "verdict",
+        "refusal",
+        "ending",
+    )
+
+    def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.sasl: SaslServer | None = None
+        self.transport: Transport | None = None
+        self.connection: Connection | None = None
+        self.outgoing = b""  # bytes of the SASL phase not yet written
+        self.user: str | None = None
+        self.closed = False
+        self.watching = READ
+        self.eof = False
+        self.held: bytes | None = None  # input of a no-SASL connection while its anonymous check runs
+        self.clock = ChannelClock(now)
+        self.verdict = Verdict.ADMIT
+        self.refusal: str | None = None  # over a connection limit: why; the handshake is answered with a refusal
+        self.ending = False  # close the socket once the output is written (io.end_after_output)
+
+    @property
+    def address(self) -> str:
+        return str(self.peer[0]) if self.peer else ""
+
+    def handshake_finished(self) -> None:
+        """The peer's open has arrived (the broker calls this): the handshake deadline no longer applies."""
+        self.clock.opened = True
+
+
+class RateLimitedLog:
+    """Logs at most one line per ``interval`` seconds, with how many were left out since: a flood of refused
+    connections must not become a flood of log lines."""
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._next = 0.0
+        self._skipped = 0
+
+    def info(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._skipped += 1
+            return
+        if self._skipped:
+            message += f" ({self._skipped} more like it not logged)"
+            self._skipped = 0
+        self._next = now + self._interval
+        self._logger.info(message, *args)
+
+
+def end_after_output(connection: Connection) -> None:
+    """Close the socket as soon as everything queued on this connection (the ``close`` just queued) is written,
+    without waiting for the peer's ``close``. For a refused ``open``: its peer has broken a rule or a limit, and
+    waiting for its answer would let it hold a connection slot."""
+    channel = connection_channel(connection)
+    if channel is not None:
+        channel.ending = True
+
+
+def connection_channel(connection: Connection) -> Channel | None:
+    """The channel (socket, user) behind a connection accepted by ``ServerIO``."""
+    return getattr(connection, "_channel", None)

@@ -1,0 +1,183 @@
+"""The reactor's event loop: proton's ``Container.process`` rewritten to pop raw events from the collector.
+
+Owns only the dispatch of collector events. proton's own loop wraps every event in an ``Event`` (five or six
+wrapper objects: delivery, link, session, connection, transport), looks for a handler on the link, the session
+and the connection, and only then calls the handler by name, for the handler and again for the global handler.
+At one or two events per message that is about half of the reactor's time (docs/performance.md).
+
+Here the loop reads the raw event type first and takes these fast paths:
+
+- ``PN_DELIVERY`` on a link the broker knows (found by the link's C pointer, without a wrapper): a direct
+  call of ``Broker.raw_delivery_event`` with the C delivery (which wraps it only when it needs to).
+- ``PN_LINK_FLOW`` on a link the broker knows: ``Broker.link_flow`` with the link's state.
+- ``PN_TRANSPORT`` (output is pending) on a transport ``ServerIO`` knows: it is marked for the next flush.
+- An empty collector: ``ServerIO.wait_for_io`` (flush, wait for sockets and timers) is called directly, where
+  proton pushes a ``REACTOR_QUIESCED`` event through the collector and dispatches it to the same place.
+
+Every other event (connection, session and link endpoints, timers, selectables, application events from
+other threads) goes the way ``Container.process`` sends it, with the same handler look-up and the same
+order, so the rest of the broker sees no difference. The loop's bookkeeping (yield, quiesced, final) is the
+container's own, kept attribute for attribute. While it runs, Python's cyclic garbage collector runs only here,
+between bursts of events (gateway.garbage).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cproton import (
+    PN_DELIVERY,
+    PN_LINK_FLOW,
+    PN_TRANSPORT,
+    ffi,
+    pn_collector_peek,
+    pn_collector_pop,
+    pn_delivery_link,
+    pn_event_delivery,
+    pn_event_link,
+    pn_event_transport,
+    pn_event_type,
+)
+from proton import Condition, Endpoint, Link
+from proton._events import Event
+from proton.reactor import Container
+
+from subgate.gateway.garbage import ReactorGarbageCollector
+from subgate.mapping.errors import INTERNAL_ERROR
+
+log = logging.getLogger("subgate.loop")
+
+_NULL = ffi.NULL
+
+
+class EventLoop:
+    """Runs ``container`` with ``broker`` as its handler and ``io`` as its global handler."""
+
+    def __init__(self, container: Container, broker: Any, io: Any) -> None:
+        self._container = container
+        self._broker = broker
+        self._io = io
+        self._links: dict[Any, Any] = {}  # link pointer -> the broker's link state (Inbound, Outbound, ...)
+        self._garbage = ReactorGarbageCollector()
+
+    def run(self) -> None:
+        """``Container.run``: start, process until stopped, one last pass, release the handlers."""
+        container = self._container
+        container.timeout = 3.14159265359
+        self._garbage.take_over()
+        try:
+            container.start()
+            while self._process():
+                pass
+            container.stop()
+            self._process()
+        finally:
+            self._garbage.release()
+        # As Container.run ends: drop the handlers (proton's stubs type them as never None).
+        container._global_handler = None  # type: ignore[assignment]
+        container._handler = None  # type: ignore[assignment]
+
+    def _link_state(self, link_ptr: Any) -> Any:
+        """The broker's state of a link, by its C pointer; None for a link it does not handle (or has ended)."""
+        state = self._links.get(link_ptr)
+        if state is None or state.closed:
+            state = getattr(Link.wrap(link_ptr), "_sg", None)
+            if state is None or state.closed:
+                return None
+            self._links[link_ptr] = state
+        return state
+
+    def _process(self) -> bool:
+        container = self._container
+        container.mark()
+        collector = container._collector
+        impl_collector = collector._impl
+        broker = self._broker
+        io = self._io
+        transports = io.transports
+        delivery_event = broker.raw_delivery_event
+        flow_event = broker.link_flow
+        while True:
+            if container._yield:
+                container._yield = False
+                return True
+            impl = pn_collector_peek(impl_collector)
+            if impl == _NULL:
+                self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
+                if not container._stop and (container._timers > 0 or container._selectables > 1):
+                    # What the REACTOR_QUIESCED event would do (flush, wait for I/O and timers), without the event.
+                    io.wait_for_io()
+                    container._previous = Event.REACTOR_QUIESCED
+                    continue
+                if container._selectable:
+                    container._selectable.terminate()
+                    container._selectable.update()
+                    container._selectable = None
+                    continue
+                if container._previous is not Event.REACTOR_FINAL:
+                    container.push_event(container, Event.REACTOR_FINAL)
+                    continue
+                return False
+            etype = pn_event_type(impl)
+            if etype == PN_DELIVERY:
+                delivery = pn_event_delivery(impl)
+                state = self._link_state(pn_delivery_link(delivery))
+                if state is not None:
+                    try:
+                        delivery_event(state, delivery)
+                    except Exception:
+                        log.exception("internal error in on_delivery")
+                        _close_link(state.link)
+                    pn_collector_pop(impl_collector)
+                    container._previous = Event.DELIVERY
+                    continue
+            elif etype == PN_LINK_FLOW:
+                state = self._link_state(pn_event_link(impl))
+                if state is not None:
+                    try:
+                        flow_event(state)
+                    except Exception:
+                        log.exception("internal error in on_link_flow")
+                        _close_link(state.link)
+                    pn_collector_pop(impl_collector)
+                    container._previous = Event.LINK_FLOW
+                    continue
+            elif etype == PN_TRANSPORT:
+                channel = transports.get(pn_event_transport(impl))
+                if channel is not None:
+                    io.mark_dirty(channel)
+                    pn_collector_pop(impl_collector)
+                    container._previous = Event.TRANSPORT
+                    continue
+            # Everything else exactly as Container.process does it.
+            event = Event.wrap(impl)
+            try:
+                event.dispatch(event.handler or container._handler)
+                event.dispatch(container._global_handler)
+            except Exception:
+                # The broker's handlers guard themselves; this is the net under everything else (ServerIO's
+                # transport handlers, proton's own): one connection's trouble never stops the reactor.
+                log.exception("internal error in %s", event.type)
+                _close_connection(event)
+            container._previous = event.type
+            pn_collector_pop(impl_collector)
+
+
+def _close_link(link: Any) -> None:
+    try:
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            link.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
+            link.close()
+    except Exception:
+        log.exception("could not close the link after an internal error")
+
+
+def _close_connection(event: Any) -> None:
+    try:
+        connection = event.connection
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            connection.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
+            connection.close()
+    except Exception:
+        log.exception("could not close the connection after an internal error")

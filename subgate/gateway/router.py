@@ -1,0 +1,283 @@
+"""The node registry and the journal bookkeeping of the running server.
+
+Owns: which queues and topics exist (created on first use per ``mapping.addresses``), their durable cursors,
+the journal sequence, and turning an incoming message into a ``nodes.Message`` plus, for durable destinations,
+a journal record. It knows nothing of proton; the gateway hands in bytes and an ``Envelope``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+
+from subgate.gateway import codec
+from subgate.gateway.memory import MemoryLimit
+from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.gateway.paging import Pager
+from subgate.gateway.settings import Settings
+from subgate.gateway.topic_space import TopicSpace
+from subgate.mapping.addresses import QUEUE, NodeDecision, resolve_node
+from subgate.storage.journal import JournalWriter
+from subgate.storage.records import Catalog, NewMessage
+
+log = logging.getLogger("subgate.router")
+
+Node = Queue | Topic
+
+
+class JournalCursor:
+    """A durable queue's cursor: removals and failure counts go to the journal writer."""
+
+    __slots__ = ("cursor_id", "_writer", "acks_since_low_water")
+
+    def __init__(self, cursor_id: int, writer: JournalWriter) -> None:
+        self.cursor_id = cursor_id
+        self._writer = writer
+        self.acks_since_low_water = 0
+
+    def discarded(self, seq: int) -> None:
+        self._writer.submit_ack(self.cursor_id, seq)
+        self.acks_since_low_water += 1
+
+    def failed(self, seq: int, failures: int) -> None:
+        self._writer.submit_failures(self.cursor_id, seq, failures)
+
+
+@dataclass(slots=True)
+class Ingest:
+    """A message ready to route: journal it first when ``record`` is set."""
+
+    message: Message
+    record: NewMessage | None
+
+
+class Router:
+    def __init__(self, settings: Settings, writer: JournalWriter, catalog: Catalog) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.nodes: dict[str, Node] = {}
+        self._next_seq = catalog.max_message_id
+        self._next_node_id = catalog.max_node_id
+        self._next_cursor_id = catalog.max_cursor_id
+        self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
+        self.topics = TopicSpace()  # cursor id -> the queue it records
+        # Rows of earlier runs with durable = false are non-persistent messages: they do not survive a restart
+        # (unless --journal-non-persistent, which journals them to keep them).
+        non_durable_after = 0 if settings.journal_non_persistent else catalog.max_message_id
+        self.pager = Pager(writer, settings.page_messages, non_durable_after)
+        # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
+        self._uncommitted: deque[int] = deque()
+        self._committed_early: set[int] = set()
+        self.memory_limit = MemoryLimit(
+            settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
+        )
+
+    # -- journal commits -----------------------------------------------------------------------------------
+    def submitted(self, seq: int) -> None:
+        self._uncommitted.append(seq)
+
+    def committed(self, seq: int) -> None:
+        uncommitted = self._uncommitted
+        if uncommitted and uncommitted[0] == seq:
+            uncommitted.popleft()
+            while uncommitted and uncommitted[0] in self._committed_early:
+                self._committed_early.discard(uncommitted.popleft())
+        else:
+            self._committed_early.add(seq)
+
+    def safe_low_water(self, queue: Queue) -> int:
+        """A queue's low-water mark that never passes a message still on its way into the journal."""
+        low = queue.low_water()
+        if low < 0:
+            low = self._next_seq
+        if self._uncommitted:
+            low = min(low, self._uncommitted[0] - 1)
+        return low
+
+    @property
+    def last_seq(self) -> int:
+        """The highest journal sequence handed out so far."""
+        return self._next_seq
+
+    def track_cursor(self, cursor: JournalCursor, queue: Queue) -> None:
+        self.tracked[cursor.cursor_id] = (cursor, queue)
+
+    def untrack_cursor(self, cursor: JournalCursor) -> None:
+        self.tracked.pop(cursor.cursor_id, None)
+
+    # -- nodes ---------------------------------------------------------------------------------------------
+    def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
+        existing = self.nodes.get(address)
+        return resolve_node(
+            address,
+            requested_kind,
+            existing.kind if existing is not None else None,
+            default_kind=self.settings.default_node_type,
+            auto_create=self.settings.auto_create,
+        )
+
+    def node_for(self, decision: NodeDecision) -> Node:
+        node = self.nodes.get(decision.address)
+        if node is None:
+            node = self.create(decision.address, decision.kind, durable=True, auto_created=True)
+        return node
+
+    def create(self, name: str, kind: str, *, durable: bool, auto_created: bool = False) -> Node:
+        node: Node
+        if kind == QUEUE:
+            cursor = None
+            if durable:
+                self._next_node_id += 1
+                self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
+                cursor = self.new_cursor("queue", name, name)
+            node = Queue(name, durable=durable, cursor=cursor)
+            node.limit_memory(self.memory_limit)
+            if cursor is not None:
+                self.track_cursor(cursor, node)
+                self.pager.attach(node, cursor.cursor_id, name)
+        else:
+            if durable:
+                self._next_node_id += 1
+                self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
+            node = Topic(name, durable=durable)
+            self.topics.added(node)
+        self.nodes[name] = node
+        log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
+        return node
+
+    def remove(self, node: Node) -> None:
+        """Forget a node: out of the registry and the topic tree; a durable one's row leaves the store too
+        (its journaled messages stay until retention)."""
+        if self.nodes.get(node.name) is node:
+            del self.nodes[node.name]
+        if isinstance(node, Topic):
+            self.topics.removed(node)
+        if node.durable:
+            self.writer.submit_drop_node(node.name)
+        log.info("removed %s%s %r", "" if node.durable else "temporary ", node.kind, node.name)
+
+    def new_cursor(self, owner_kind: str, owner: str, address: str) -> JournalCursor:
+        self._next_cursor_id += 1
+        low_water = self._next_seq  # nothing before now belongs to a new cursor
+        self.writer.submit_cursor(self._next_cursor_id, owner_kind, owner, address, low_water)
+        return JournalCursor(self._next_cursor_id, self.writer)
+
+    def restore_queue(self, name: str, cursor_id: int) -> Queue:
+        cursor = JournalCursor(cursor_id, self.writer)
+        queue = Queue(name, durable=True, cursor=cursor)
+        queue.limit_memory(self.memory_limit)
+        self.track_cursor(cursor, queue)
+        self.pager.attach(queue, cursor_id, name)
+        self.nodes[name] = queue
+        return queue
+
+    def restore_topic(self, name: str) -> Topic:
+        topic = Topic(name, durable=True)
+        self.nodes[name] = topic
+        self.topics.added(topic)
+        return topic
+
+    # -- messages ------------------------------------------------------------------------------------------
+    def prepare(
+        self, raw: bytes, env: codec.Envelope, node: Node, origin: object, publisher_id: str, behind: int = 0
+    ) -> Ingest:
+        """Build the routed message and, for a durable destination, its journal record.
+
+        A non-persistent message gets a record too (a row with durable = false) when it must not overtake
+        journaled ones: while ``node`` pages (older messages are in the journal only), or while ``behind`` — its
+        publisher's messages still on their way into the journal — is above zero. Journaled, it is routed in
+        journal order (docs/architecture.md, "Paging")."""
+        self._next_seq += 1
+        seq = self._next_seq
+        now = now_ms()
+        expires = env.absolute_expiry_time or 0
+        if env.ttl:
+            expires = min(expires, now + env.ttl) if expires else now + env.ttl
+        deliver_at = _delivery_time(env.annotations, now)
+        if env.durable or self.settings.journal_non_persistent:
+            journaled = self._journals(node)
+        else:
+            journaled = (behind > 0 or self.pages(node)) and self._journals(node)
+        record = None
+        if journaled:
+            raw, record = self._record(seq, raw, env, node, publisher_id, now, expires, deliver_at)
+        message = Message(
+            seq,
+            raw,
+            header_count=env.delivery_count,
+            durable=env.durable,
+            priority=env.priority,
+            expires=expires,
+            deliver_at=deliver_at,
+            origin=origin,
+            journaled=journaled,
+        )
+        return Ingest(message, record)
+
+    def journal_late(self, ingest: Ingest, node: Node, publisher_id: str) -> Ingest:
+        """A record for a prepared, not yet routed, non-persistent message after all (a transaction's send whose
+        node started paging before the commit), with the sequence it already has."""
+        message = ingest.message
+        env = codec.scan(message.raw)
+        raw, record = self._record(
+            message.seq, message.raw, env, node, publisher_id, now_ms(), message.expires, message.deliver_at
+        )
+        return Ingest(message.as_journaled(True, raw), record)
+
+    def _record(
+        self,
+        seq: int,
+        raw: bytes,
+        env: codec.Envelope,
+        node: Node,
+        publisher_id: str,
+        now: int,
+        expires: int,
+        deliver_at: int,
+    ) -> tuple[bytes, NewMessage]:
+        """The journal record of a message (and its bytes, now with the bookmark annotation)."""
+        bookmark = f"{publisher_id}|{seq}|"
+        raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
+        record = NewMessage(
+            id=seq,
+            address=node.name,
+            node_kind=node.kind,
+            publisher_id=publisher_id,
+            publisher_seq=seq,
+            bookmark=bookmark,
+            ts_ms=now,
+            expires_ms=expires or None,
+            deliver_ms=deliver_at or None,
+            durable=env.durable,
+            priority=env.priority,
+            payload=raw,
+        )
+        return raw, record
+
+    def pages(self, node: Node) -> bool:
+        """Some of the node's messages are in the journal only: the queue pages, or one of the topic's durable
+        subscriptions does."""
+        if isinstance(node, Topic):
+            return node.paging_subscriptions > 0
+        return node.paging
+
+    def may_page(self, node: Node) -> bool:
+        """The node keeps journaled messages and pages them when its queue (or a durable subscription's) fills."""
+        return self.pager.page_messages > 0 and self._journals(node)
+
+    def _journals(self, node: Node) -> bool:
+        if isinstance(node, Topic):
+            return node.durable_subscriptions > 0  # only durable subscriptions need the journal
+        return node.durable
+
+
+def _delivery_time(annotations: dict[str, object], now: int) -> int:
+    """x-opt-delivery-time (absolute ms) or x-opt-delivery-delay (ms from now); 0 = deliver at once."""
+    at = annotations.get("x-opt-delivery-time") if annotations else None
+    if isinstance(at, int) and not isinstance(at, bool) and at > now:
+        return at
+    delay = annotations.get("x-opt-delivery-delay") if annotations else None
+    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+        return now + delay
+    return 0

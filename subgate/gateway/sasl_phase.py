@@ -1,0 +1,126 @@
+"""The SASL phase of every accepted connection: from its first byte to the hand-off to a proton transport.
+
+Owns the use of ``gateway.sasl.SaslServer`` per channel: feeding it bytes, asking the ``Authenticator``'s workers
+for a verdict (by request number: a worker thread never holds a channel, so it can never drop the last reference
+to a proton object), answering a connection that is over a limit (sasl-outcome sys-temp), and the no-SASL path
+(a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS). It writes and closes through the
+``ChannelIO`` it is given (``gateway.io.ServerIO``). Reactor thread only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from subgate.gateway.channels import Channel
+from subgate.gateway.sasl import (
+    OUTCOME_SYS_TEMP,
+    SASL_HEADER,
+    CredentialsReceived,
+    NoSaslHeader,
+    ProtocolViolation,
+    SaslDone,
+)
+
+log = logging.getLogger("subgate.io")
+
+# A client that skips SASL is checked against the anonymous policy like SASL ANONYMOUS (by the Authenticator,
+# whose answer can depend on the store), so it is submitted as these credentials.
+_NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
+
+
+class ChannelIO(Protocol):
+    """What the SASL phase needs from the socket side."""
+
+    def write(self, channel: Channel, data: bytes) -> None: ...
+
+    def close_after_flush(self, channel: Channel) -> None: ...
+
+    def start_amqp(self, channel: Channel, leftover: bytes) -> None: ...
+
+
+class SaslPhase:
+    """Runs the SASL exchange of every channel that has not reached its AMQP transport yet."""
+
+    def __init__(self, io: ChannelIO, authenticate: Callable[[int, CredentialsReceived], None]) -> None:
+        self._io = io
+        self._authenticate = authenticate
+        # Channels waiting for an auth worker's verdict, by request number.
+        self._awaiting_verdict: dict[int, Channel] = {}
+        self._verdict_requests = itertools.count(1)
+
+    def receive(self, channel: Channel, data: bytes) -> None:
+        """Bytes read from a channel in its SASL phase (or held while its no-SASL check runs)."""
+        if channel.held is not None:
+            channel.held += data
+            return
+        sasl = channel.sasl
+        assert sasl is not None
+        sasl.receive_data(data)
+        self._events(channel)
+
+    def _events(self, channel: Channel) -> None:
+        sasl = channel.sasl
+        assert sasl is not None
+        while not channel.closed and channel.sasl is sasl:
+            event = sasl.next_event()
+            if event is None:
+                break
+            if isinstance(event, CredentialsReceived):
+                if channel.refusal is not None:  # over a connection limit: "temporary system error", try later
+                    sasl.complete(False, code=OUTCOME_SYS_TEMP)
+                else:
+                    self._ask_verdict(channel, event)
+            elif isinstance(event, SaslDone):
+                self._io.write(channel, sasl.data_to_send())
+                if event.authenticated:
+                    channel.user = event.username
+                    self._io.start_amqp(channel, event.leftover)
+                elif channel.refusal is None:
+                    log.info("authentication failed for %r from %s", event.username, channel.peer)
+                    self._io.close_after_flush(channel)
+            elif isinstance(event, NoSaslHeader):
+                # Whether anonymous access is allowed may depend on the store (a user added while we run), which
+                # only an auth worker reads: hold the bytes and ask; on_verdict carries on.
+                channel.sasl = None
+                if channel.refusal is not None:  # the broker answers its open with the reason
+                    self._io.start_amqp(channel, event.leftover)
+                    continue
+                channel.held = event.leftover
+                self._ask_verdict(channel, _NO_SASL)
+            elif isinstance(event, ProtocolViolation):
+                log.info("closing connection from %s: %s", channel.peer, event.description)
+                self._io.write(channel, sasl.data_to_send())
+                self._io.close_after_flush(channel)
+        if channel.sasl is sasl and not channel.closed:
+            self._io.write(channel, sasl.data_to_send())
+
+    def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
+        request = next(self._verdict_requests)
+        self._awaiting_verdict[request] = channel
+        self._authenticate(request, credentials)
+
+    def on_verdict(self, event: Any) -> None:
+        request, authenticated, username = event.subject
+        channel = self._awaiting_verdict.pop(request, None)
+        if channel is None or channel.closed:
+            return
+        if channel.held is not None:
+            self._no_sasl_verdict(channel, authenticated)
+            return
+        if channel.sasl is None:
+            return
+        channel.sasl.complete(authenticated, username)
+        self._events(channel)
+
+    def _no_sasl_verdict(self, channel: Channel, allowed: bool) -> None:
+        held, channel.held = channel.held or b"", None
+        if allowed:
+            self._io.start_amqp(channel, held)
+            return
+        # Answer with the SASL header so the peer learns what we require, then close.
+        log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
+        self._io.write(channel, SASL_HEADER)
+        self._io.close_after_flush(channel)

@@ -1,0 +1,199 @@
+"""The running server's topic subscriptions: create, resume, replace, delete, restore (reactor thread).
+
+Owns the ``Subscription`` objects behind topic consumers: each is a private ``Queue`` subscribed to a ``Topic``
+with a filter (start sequence, no-local, JMS selector). Named subscriptions (durable and shared volatile, keyed
+per ``mapping.subscriptions``) are written to the store through the journal writer; durable ones get a journal
+cursor so their backlog survives restarts. Which action an attach takes is decided by
+``mapping.subscriptions``; this module only carries it out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.gateway.paging import row_filter
+from subgate.gateway.router import JournalCursor, Router
+from subgate.mapping.subscriptions import Details, Existing, Kind, SubscriptionKey, queue_name
+from subgate.storage.records import SubscriptionRecord
+
+log = logging.getLogger("subgate.subscriptions")
+
+Matcher = Callable[[bytes], bool]
+
+
+class Subscription:
+    """One subscription: its identity, what it selects, its queue and its consumer links."""
+
+    __slots__ = ("id", "key", "kind", "details", "queue", "topic", "consumers", "cursor", "created_ms", "origin_id")
+
+    def __init__(
+        self,
+        sub_id: int,
+        key: SubscriptionKey | None,
+        kind: Kind,
+        details: Details,
+        queue: Queue,
+        topic: Topic,
+        cursor: JournalCursor | None,
+        created_ms: int,
+        origin_id: str,
+    ) -> None:
+        self.id = sub_id
+        self.key = key
+        self.kind = kind
+        self.details = details
+        self.queue = queue
+        self.topic = topic
+        self.consumers: list[object] = []
+        self.cursor = cursor
+        self.created_ms = created_ms
+        self.origin_id = origin_id  # container-id whose messages no-local drops
+
+    def existing(self) -> Existing:
+        return Existing(self.kind, self.details, len(self.consumers))
+
+    def record(self) -> SubscriptionRecord:
+        key = self.key
+        assert key is not None
+        return SubscriptionRecord(
+            id=self.id,
+            kind=self.kind.value,
+            durable=self.kind.durable,
+            client_id=key.client_id,
+            name=key.name,
+            topic=self.details.topic,
+            selector=self.details.selector,
+            no_local=self.details.no_local,
+            consumers=len(self.consumers),
+            cursor_id=self.cursor.cursor_id if self.cursor else None,
+            created_ms=self.created_ms,
+        )
+
+
+def subscription_filter(start_seq: int, no_local_id: str | None, matcher: Matcher | None) -> Callable[[Message], bool]:
+    """What a subscription takes from its topic: messages published after it was created, not from its own
+    ClientID/connection when no-local, and matching its selector."""
+
+    def accepts(message: Message) -> bool:
+        if message.seq <= start_seq:
+            return False
+        if no_local_id is not None:
+            origin = message.origin
+            if origin is not None and getattr(origin, "container_id", None) == no_local_id:
+                return False
+        return matcher is None or matcher(message.raw)
+
+    return accepts
+
+
+class Subscriptions:
+    """All subscriptions of the running server, named ones by key."""
+
+    def __init__(self, router: Router, next_id: int = 0) -> None:
+        self.router = router
+        self.by_key: dict[SubscriptionKey, Subscription] = {}
+        self._next_id = next_id
+
+    def get(self, key: SubscriptionKey | None) -> Subscription | None:
+        return None if key is None else self.by_key.get(key)
+
+    def create(
+        self,
+        kind: Kind,
+        key: SubscriptionKey | None,
+        details: Details,
+        topic: Topic,
+        container_id: str,
+        matcher: Matcher | None,
+        label: str,
+    ) -> Subscription:
+        """A new subscription on ``topic``; named ones are recorded in the store (durable ones with a cursor)."""
+        router = self.router
+        sub_id = 0
+        if key is not None:
+            self._next_id += 1
+            sub_id = self._next_id
+        name = f"{topic.name}#{sub_id}" if key is not None else f"{topic.name}#{container_id}/{label}"
+        queue = Queue(name, durable=kind.durable)
+        queue.limit_memory(router.memory_limit)
+        cursor = None
+        if kind.durable:
+            cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name)
+            router.track_cursor(cursor, queue)
+            queue.cursor = cursor
+            topic.durable_subscriptions += 1
+        sub = Subscription(sub_id, key, kind, details, queue, topic, cursor, now_ms(), container_id)
+        no_local_id = container_id if details.no_local else None
+        if cursor is not None:
+            router.pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
+            queue.on_paging = topic.queue_paging
+        topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
+        if key is not None:
+            self.by_key[key] = sub
+            router.writer.submit_subscription(sub.record())
+            log.info("created %s on topic %r", key.describe(), topic.name)
+        return sub
+
+    def restore(self, record: SubscriptionRecord, topic: Topic, matcher: Matcher | None) -> Subscription:
+        """A durable subscription read back from the store at start-up (its backlog is pushed by the caller)."""
+        assert record.cursor_id is not None
+        key = SubscriptionKey("durable", record.client_id, record.name)
+        details = Details(record.topic, record.selector, record.no_local)
+        queue = Queue(f"{topic.name}#{record.id}", durable=True)
+        queue.limit_memory(self.router.memory_limit)
+        cursor = JournalCursor(record.cursor_id, self.router.writer)
+        queue.cursor = cursor
+        self.router.track_cursor(cursor, queue)
+        topic.durable_subscriptions += 1
+        origin_id = record.client_id or ""
+        kind = Kind(record.kind)
+        sub = Subscription(record.id, key, kind, details, queue, topic, cursor, record.created_ms, origin_id)
+        no_local_id = origin_id if record.no_local and record.client_id is not None else None
+        topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
+        self.router.pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
+        queue.on_paging = topic.queue_paging
+        self.by_key[key] = sub
+        self._next_id = max(self._next_id, record.id)
+        return sub
+
+    def add_consumer(self, sub: Subscription, consumer: object) -> None:
+        sub.consumers.append(consumer)
+        self._consumers_changed(sub)
+
+    def remove_consumer(self, sub: Subscription, consumer: object) -> None:
+        if consumer in sub.consumers:
+            sub.consumers.remove(consumer)
+            self._consumers_changed(sub)
+
+    def _consumers_changed(self, sub: Subscription) -> None:
+        if sub.key is not None and self.by_key.get(sub.key) is sub:
+            self.router.writer.submit_subscription_consumers(sub.id, len(sub.consumers))
+
+    def delete(self, sub: Subscription) -> None:
+        """Remove a subscription and everything it holds (unsubscribe, replace, last volatile consumer gone)."""
+        topic = sub.topic
+        topic.unsubscribe(sub.queue)
+        sub.queue.purge()
+        if sub.cursor is not None:
+            topic.durable_subscriptions -= 1
+            self.router.untrack_cursor(sub.cursor)
+            # Deliveries still out (e.g. acknowledged in an open transaction) may settle later: the dropped
+            # cursor must not be written to again.
+            sub.queue.cursor = None
+        if sub.key is not None and self.by_key.get(sub.key) is sub:
+            del self.by_key[sub.key]
+            self.router.writer.submit_drop_subscription(sub.id, sub.cursor.cursor_id if sub.cursor else None)
+            log.info("removed %s", sub.key.describe())
+
+    def named(self) -> list[Subscription]:
+        return list(self.by_key.values())
+
+    def by_queue_name(self, topic: str, name: str) -> Subscription | None:
+        """The named subscription of ``topic`` whose queue Artemis would call ``name`` (``mapping.subscriptions.
+        queue_name``), if any."""
+        for sub in self.by_key.values():
+            if sub.key is not None and sub.topic.name == topic and queue_name(sub.key, sub.kind) == name:
+                return sub
+        return None

@@ -1,0 +1,111 @@
+"""Reads of the store at start-up and by the CLI: nodes, cursors, backlogs.
+
+Functions take a ``Session`` owned by the caller and return plain records from ``storage.records``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Select, func, or_, select
+from sqlalchemy.orm import Session
+
+from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
+from subgate.storage.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
+
+
+def load_catalog(session: Session) -> Catalog:
+    nodes = [
+        NodeRecord(n.id, n.name, n.kind, n.durable, n.auto_created)
+        for n in session.scalars(select(Node).order_by(Node.id))
+    ]
+    cursors = [
+        CursorRecord(c.id, c.owner_kind, c.owner, c.address, c.low_water)
+        for c in session.scalars(select(AckCursor).order_by(AckCursor.id))
+    ]
+    max_message_id = session.scalar(select(func.max(JournalMessage.id))) or 0
+    return Catalog(
+        nodes=nodes,
+        cursors=cursors,
+        max_message_id=max_message_id,
+        max_node_id=max((n.id for n in nodes), default=0),
+        max_cursor_id=max((c.id for c in cursors), default=0),
+        max_subscription_id=session.scalar(select(func.max(Subscription.id))) or 0,
+    )
+
+
+def _backlog_stmt(
+    cursor_id: int, address: str, after: int, upto: int | None = None, non_durable_after: int = 0
+) -> Select[Any]:
+    """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order; rows with
+    ``durable = false`` only above ``non_durable_after`` (non-persistent messages written before the last start
+    are gone)."""
+    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
+    failures = (
+        select(DeliveryFailure.failures)
+        .where(DeliveryFailure.cursor_id == cursor_id, DeliveryFailure.message_id == JournalMessage.id)
+        .scalar_subquery()
+    )
+    stmt = (
+        select(
+            JournalMessage.id,
+            JournalMessage.payload,
+            failures,
+            JournalMessage.expires_at,
+            JournalMessage.deliver_at,
+            JournalMessage.publisher_id,
+        )
+        .where(
+            JournalMessage.address == address,
+            JournalMessage.id > after,
+            JournalMessage.id.not_in(acked),
+        )
+        .order_by(JournalMessage.id)
+    )
+    if non_durable_after > after:
+        stmt = stmt.where(or_(JournalMessage.durable.is_(True), JournalMessage.id > non_durable_after))
+    return stmt if upto is None else stmt.where(JournalMessage.id <= upto)
+
+
+def _stored(row: Any) -> StoredMessage:
+    return StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5])
+
+
+def backlog(
+    session: Session,
+    cursor: CursorRecord,
+    batch: int = 5000,
+    *,
+    after: int | None = None,
+    non_durable_after: int = 0,
+) -> Iterator[StoredMessage]:
+    """The journaled messages of ``cursor.address`` above the low-water mark (or above ``after``, when higher)
+    that the cursor has not acked; rows with ``durable = false`` only above ``non_durable_after`` (at start-up:
+    the journal's highest id, so none of them)."""
+    low = cursor.low_water if after is None else max(after, cursor.low_water)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after).execution_options(yield_per=batch)
+    for row in session.execute(stmt):
+        yield _stored(row)
+
+
+def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0) -> int:
+    """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
+    low = max(after, cursor.low_water)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, upto, non_durable_after).subquery()
+    return session.scalar(select(func.count()).select_from(stmt)) or 0
+
+
+def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:
+    """One page of a backlog (``PageRead``), on a connection the caller owns (the journal writer's)."""
+    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto, read.non_durable_after)
+    return [_stored(row) for row in conn.execute(stmt.limit(read.limit))]
+
+
+def _ms(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # SQLite hands timestamps back naive; they were written in UTC
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
