@@ -11,6 +11,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -140,7 +141,7 @@ class Server:
             authenticate=self.auth.submit,
             configure_transport=_configure_transport(settings),
             limits=ConnectionLimits(
-                max_connections=settings.max_connections,
+                max_connections=_connections_the_descriptors_allow(settings.max_connections),
                 max_per_address=settings.max_connections_per_address,
                 handshake_timeout=settings.handshake_timeout,
                 frame_timeout=settings.frame_timeout,
@@ -199,6 +200,30 @@ class Server:
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+# Descriptors kept for everything but connections: the store, the listener, the epoll, pipes, log files.
+_RESERVED_DESCRIPTORS = 64
+
+
+def _connections_the_descriptors_allow(wanted: int) -> int:
+    """Raise the soft limit on open files to the hard one and return how many connections fit under it: a limit
+    that the process cannot reach would end in failing accepts, not in a clear refusal."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, wanted + _RESERVED_DESCRIPTORS)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
+    if soft == resource.RLIM_INFINITY or wanted + _RESERVED_DESCRIPTORS <= soft:
+        return wanted
+    fitting = max(1, soft - _RESERVED_DESCRIPTORS)
+    log.warning(
+        "max-connections %d lowered to %d: the process may open only %d files (ulimit -n)", wanted, fitting, soft
+    )
+    return fitting
 
 
 def serve(settings: Settings, *, migrate: bool = False) -> int:
