@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cli.options import config_option, resolve_store, with_store
+from cli.options import ListenAddress, config_option, resolve_store, split_address, store_cli_errors, with_store
 from cli.permissions import grants, roles
 from cli.subscriptions import subscriptions, unsubscribe
 from cli.topics import topics
@@ -27,17 +27,11 @@ main.add_command(grants)
 main.add_command(topics)
 
 
-def _parse_listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 @main.command()
 @config_option
 @click.option(
     "--listen",
+    type=ListenAddress(),
     default="127.0.0.1:5672",
     envvar="SUBGATE_LISTEN",
     show_default=True,
@@ -199,13 +193,12 @@ def serve(
 ) -> None:
     """Run the server."""
     from gateway.server import serve as run_server
-    from storage.errors import SchemaOutOfDate
 
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    host, port = _parse_listen(listen)
+    host, port = split_address(listen)
     settings = Settings(
         listen_host=host,
         listen_port=port,
@@ -225,9 +218,8 @@ def serve(
         page_messages=page_messages,
     )
     try:
-        code = run_server(settings, migrate=migrate)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+        with store_cli_errors(settings.store_url):
+            code = run_server(settings, migrate=migrate)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
@@ -251,10 +243,16 @@ def db_upgrade(store: str | None, revision: str) -> None:
     click.echo(f"store {_safe(url)} is at {revision}")
 
 
+STORE_BEHIND = 3  # ``db current``'s exit code when the store is not at the head revision
+
+
 @db.command("current")
 @with_store
 def db_current(store: str | None) -> None:
-    """Print the store's schema revision and the code's head revision."""
+    """Print the store's schema revision and the code's head revision.
+
+    Exits with 0 when the store is at the head revision, 3 when it is not (1: the store cannot be read).
+    """
     from storage.db import make_engine, schema_status
 
     engine = make_engine(resolve_store(store))
@@ -266,12 +264,13 @@ def db_current(store: str | None) -> None:
     click.echo(f"head:    {head}")
     if current != head:
         click.echo("the store is out of date: run 'subgate db upgrade'")
+        click.get_current_context().exit(STORE_BEHIND)
 
 
 def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from storage.errors import safe_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return safe_url(url)
 
 
 # -- users ------------------------------------------------------------------------------------------------------
@@ -283,13 +282,9 @@ def users() -> None:
 def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     from gateway.server import check_schema
     from storage.db import make_engine, session_factory
-    from storage.errors import SchemaOutOfDate
 
     url = resolve_store(store)
-    try:
-        check_schema(url, migrate=False)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+    check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through with_store
     return session_factory(make_engine(url))
 
 
