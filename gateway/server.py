@@ -22,6 +22,7 @@ from gateway.broker import Broker
 from gateway.io import ServerIO
 from gateway.loop import EventLoop
 from gateway.nodes import Topic
+from gateway.ownership import StoreOwnership
 from gateway.paging import row_filter
 from gateway.policy import PolicyLoader
 from gateway.router import Router
@@ -110,6 +111,20 @@ class Server:
         self.settings = settings
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
+        # First of all: refuse a store another live server owns, before recovery rewrites its rows.
+        self.ownership = StoreOwnership(self.sessions, settings.name, settings.listen_host, settings.listen_port)
+        try:
+            self.ownership.claim()
+        except BaseException:
+            self.engine.dispose()
+            raise
+        try:
+            self._assemble(settings)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _assemble(self, settings: Settings) -> None:
         with self.sessions() as session:
             catalog = load_catalog(session)
         self.container = Container()
@@ -168,13 +183,20 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        self.ownership.set_address(*self.address)
         return self.address
+
+    def discard(self) -> None:
+        """Give the store back when the server stops before it ran (it could not listen, say)."""
+        self.ownership.close()
+        self.engine.dispose()
 
     def run(self) -> int:
         if self.address is None:
             self.listen()
         self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io))
         self.writer.start()
+        self.ownership.start()
         self.broker.start_housekeeping()
         host, port = self.address  # type: ignore[misc]
         log.info(
@@ -190,6 +212,7 @@ class Server:
             self.writer.close()
             self.auth.close()
             self.policy_loader.close()
+            self.ownership.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
@@ -201,7 +224,11 @@ def serve(settings: Settings, *, migrate: bool = False) -> int:
     faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
     server = Server(settings)
-    server.listen()
+    try:
+        server.listen()
+    except BaseException:
+        server.discard()
+        raise
     signal.signal(signal.SIGTERM, server.request_stop)
     signal.signal(signal.SIGINT, server.request_stop)
     return server.run()
