@@ -297,12 +297,47 @@ def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     default=None,
     help="The password (prompted for when absent; SUBGATE_PASSWORD works too).",
 )
-def users_add(store: str | None, name: str, password: str | None) -> None:
-    """Add a user NAME."""
-    from gateway.passwords import hash_password
-    from storage.errors import AlreadyExists
-    from storage.principals import add_principal
+@click.option(
+    "--role",
+    "roles_",
+    multiple=True,
+    metavar="ROLE",
+    help="Give the new user this role (repeatable); 'admin' may do everything.",
+)
+def users_add(store: str | None, name: str, password: str | None, roles_: tuple[str, ...]) -> None:
+    """Add a user NAME (with --role ROLE to give it roles at once).
 
+    Once a user exists only grants count: anonymous access is off (unless 'serve --allow-anonymous') and a user
+    may do only what its grants and roles allow (docs/permissions.md). The output says so for the first user.
+    """
+    from gateway.passwords import hash_password
+    from storage.errors import AlreadyExists, NotFound
+    from storage.permissions import assign_role
+    from storage.principals import add_principal, count_principals
+
+    password = _new_password(password)
+    try:
+        with _sessions(store).begin() as session:
+            first = count_principals(session) == 0
+            add_principal(session, name, hash_password(password))
+            for role in dict.fromkeys(roles_):
+                assign_role(session, role, name)
+    except (AlreadyExists, NotFound) as exc:
+        raise click.ClickException(str(exc)) from exc
+    held = f" with role(s) {', '.join(dict.fromkeys(roles_))}" if roles_ else ""
+    click.echo(f"added user {name!r}{held}")
+    if first:
+        click.echo(
+            "anonymous access is now off because a user exists (unless the server runs with --allow-anonymous)"
+        )
+    if not roles_:
+        click.echo(
+            f"{name!r} may do nothing until granted: 'subgate roles assign admin {name}' for everything, or "
+            f"'subgate grants add PERMISSION --user {name} [--path PATH]' (docs/permissions.md)"
+        )
+
+
+def _new_password(password: str | None) -> str:
     if password is None:
         if not sys.stdin.isatty():
             password = sys.stdin.readline().rstrip("\n")
@@ -310,13 +345,7 @@ def users_add(store: str | None, name: str, password: str | None) -> None:
             password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     if not password:
         raise click.UsageError("the password must not be empty")
-    sessions = _sessions(store)
-    try:
-        with sessions.begin() as session:
-            add_principal(session, name, hash_password(password))
-    except AlreadyExists as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"added user {name!r}")
+    return password
 
 
 @users.command("list")

@@ -95,7 +95,7 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except OSError as exc:
-        raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     section = data.get("subgate", data)
