@@ -327,9 +327,7 @@ def users_add(store: str | None, name: str, password: str | None, roles_: tuple[
     held = f" with role(s) {', '.join(dict.fromkeys(roles_))}" if roles_ else ""
     click.echo(f"added user {name!r}{held}")
     if first:
-        click.echo(
-            "anonymous access is now off because a user exists (unless the server runs with --allow-anonymous)"
-        )
+        click.echo("anonymous access is now off because a user exists (unless the server runs with --allow-anonymous)")
     if not roles_:
         click.echo(
             f"{name!r} may do nothing until granted: 'subgate roles assign admin {name}' for everything, or "
