@@ -1,11 +1,11 @@
 """``subgate subscriptions list|show`` and ``subgate unsubscribe``: the operator side of JMS subscriptions.
 
-Every command first asks the running server, through its management node (``cli.management``), at
-``--server`` (default: where ``subgate serve`` listens: ``SUBGATE_LISTEN``, the config file's ``listen``,
-127.0.0.1:5672). When nothing listens there it works on the store directly (``--store``, as for ``serve``) and
-says so on stderr. The store path reads consumer counts as the server last wrote them and counts backlogs with
-``storage.subscriptions.backlog_count``, applying each subscription's selector. It refuses an out-of-date
-schema, and it refuses to remove a subscription whose stored consumer count is not zero: only a server that
+Every command first asks the running server, through its management node (``cli.management``): the server that
+owns the store (its lease, ``cli.owner``), else ``--server`` when one is given. When no server owns the store and
+nothing listens at ``--server`` (or none was given) it works on the store directly (``--store``, as for
+``serve``). It refuses to change a store whose live owner does not answer. The store path reads consumer
+counts as the server last wrote them and counts backlogs with ``storage.subscriptions.backlog_count``, applying
+each subscription's selector. It refuses an out-of-date schema, and it refuses to remove a subscription whose stored consumer count is not zero: only a server that
 died without cleaning up leaves one behind, and the next start resets it.
 
 Both paths produce the same ``SubscriptionView`` rows, so the output does not depend on where they came from.

@@ -1,9 +1,11 @@
 """Assembling and running the server: store check, recovery, container, journal writer, signals.
 
-Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), load
+Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), claim
+the store's lease (``gateway.ownership``: refused while another live server owns the store), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
 consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections and return 0.
+address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and
+return 0.
 """
 
 from __future__ import annotations
