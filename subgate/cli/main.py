@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from subgate.cli.options import config_option, resolve_store, with_store
+from subgate.cli.options import ListenAddress, config_option, resolve_store, split_address, store_cli_errors, with_store
 from subgate.cli.permissions import grants, roles
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
@@ -27,17 +27,11 @@ main.add_command(grants)
 main.add_command(topics)
 
 
-def _parse_listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 @main.command()
 @config_option
 @click.option(
     "--listen",
+    type=ListenAddress(),
     default="127.0.0.1:5672",
     envvar="SUBGATE_LISTEN",
     show_default=True,
@@ -271,13 +265,12 @@ def serve(
 ) -> None:
     """Run the server."""
     from subgate.gateway.server import serve as run_server
-    from subgate.storage.errors import SchemaOutOfDate
 
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    host, port = _parse_listen(listen)
+    host, port = split_address(listen)
     settings = Settings(
         listen_host=host,
         listen_port=port,
@@ -304,9 +297,8 @@ def serve(
         memory_full_policy=memory_full_policy,
     )
     try:
-        code = run_server(settings, migrate=migrate)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+        with store_cli_errors(settings.store_url):
+            code = run_server(settings, migrate=migrate)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
@@ -330,10 +322,16 @@ def db_upgrade(store: str | None, revision: str) -> None:
     click.echo(f"store {_safe(url)} is at {revision}")
 
 
+STORE_BEHIND = 3  # ``db current``'s exit code when the store is not at the head revision
+
+
 @db.command("current")
 @with_store
 def db_current(store: str | None) -> None:
-    """Print the store's schema revision and the code's head revision."""
+    """Print the store's schema revision and the code's head revision.
+
+    Exits with 0 when the store is at the head revision, 3 when it is not (1: the store cannot be read).
+    """
     from subgate.storage.db import make_engine, schema_status
 
     engine = make_engine(resolve_store(store))
@@ -345,12 +343,13 @@ def db_current(store: str | None) -> None:
     click.echo(f"head:    {head}")
     if current != head:
         click.echo("the store is out of date: run 'subgate db upgrade'")
+        click.get_current_context().exit(STORE_BEHIND)
 
 
 def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from subgate.storage.errors import safe_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return safe_url(url)
 
 
 # -- users ------------------------------------------------------------------------------------------------------
@@ -362,13 +361,9 @@ def users() -> None:
 def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     from subgate.gateway.server import check_schema
     from subgate.storage.db import make_engine, session_factory
-    from subgate.storage.errors import SchemaOutOfDate
 
     url = resolve_store(store)
-    try:
-        check_schema(url, migrate=False)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+    check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through with_store
     return session_factory(make_engine(url))
 
 
@@ -381,12 +376,45 @@ def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     default=None,
     help="The password (prompted for when absent; SUBGATE_PASSWORD works too).",
 )
-def users_add(store: str | None, name: str, password: str | None) -> None:
-    """Add a user NAME."""
-    from subgate.gateway.passwords import hash_password
-    from subgate.storage.errors import AlreadyExists
-    from subgate.storage.principals import add_principal
+@click.option(
+    "--role",
+    "roles_",
+    multiple=True,
+    metavar="ROLE",
+    help="Give the new user this role (repeatable); 'admin' may do everything.",
+)
+def users_add(store: str | None, name: str, password: str | None, roles_: tuple[str, ...]) -> None:
+    """Add a user NAME (with --role ROLE to give it roles at once).
 
+    Once a user exists only grants count: anonymous access is off (unless 'serve --allow-anonymous') and a user
+    may do only what its grants and roles allow (docs/permissions.md). The output says so for the first user.
+    """
+    from subgate.gateway.passwords import hash_password
+    from subgate.storage.errors import AlreadyExists, NotFound
+    from subgate.storage.permissions import assign_role
+    from subgate.storage.principals import add_principal, count_principals
+
+    password = _new_password(password)
+    try:
+        with _sessions(store).begin() as session:
+            first = count_principals(session) == 0
+            add_principal(session, name, hash_password(password))
+            for role in dict.fromkeys(roles_):
+                assign_role(session, role, name)
+    except (AlreadyExists, NotFound) as exc:
+        raise click.ClickException(str(exc)) from exc
+    held = f" with role(s) {', '.join(dict.fromkeys(roles_))}" if roles_ else ""
+    click.echo(f"added user {name!r}{held}")
+    if first:
+        click.echo("anonymous access is now off because a user exists (unless the server runs with --allow-anonymous)")
+    if not roles_:
+        click.echo(
+            f"{name!r} may do nothing until granted: 'subgate roles assign admin {name}' for everything, or "
+            f"'subgate grants add PERMISSION --user {name} [--path PATH]' (docs/permissions.md)"
+        )
+
+
+def _new_password(password: str | None) -> str:
     if password is None:
         if not sys.stdin.isatty():
             password = sys.stdin.readline().rstrip("\n")
@@ -394,13 +422,7 @@ def users_add(store: str | None, name: str, password: str | None) -> None:
             password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     if not password:
         raise click.UsageError("the password must not be empty")
-    sessions = _sessions(store)
-    try:
-        with sessions.begin() as session:
-            add_principal(session, name, hash_password(password))
-    except AlreadyExists as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"added user {name!r}")
+    return password
 
 
 @users.command("list")

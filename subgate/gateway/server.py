@@ -1,9 +1,11 @@
 """Assembling and running the server: store check, recovery, container, journal writer, signals.
 
-Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), load
+Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), claim
+the store's lease (``gateway.ownership``: refused while another live server owns the store), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
 consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections and return 0.
+address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and
+return 0.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.nodes import Topic
+from subgate.gateway.ownership import StoreOwnership
 from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
@@ -112,6 +115,20 @@ class Server:
         self.settings = settings
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
+        # First of all: refuse a store another live server owns, before recovery rewrites its rows.
+        self.ownership = StoreOwnership(self.sessions, settings.name, settings.listen_host, settings.listen_port)
+        try:
+            self.ownership.claim()
+        except BaseException:
+            self.engine.dispose()
+            raise
+        try:
+            self._assemble(settings)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _assemble(self, settings: Settings) -> None:
         with self.sessions() as session:
             catalog = load_catalog(session)
         self.container = Container()
@@ -175,13 +192,20 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        self.ownership.set_address(*self.address)
         return self.address
+
+    def discard(self) -> None:
+        """Give the store back when the server stops before it ran (it could not listen, say)."""
+        self.ownership.close()
+        self.engine.dispose()
 
     def run(self) -> int:
         if self.address is None:
             self.listen()
         self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io))
         self.writer.start()
+        self.ownership.start()
         self.broker.start_housekeeping()
         host, port = self.address  # type: ignore[misc]
         log.info(
@@ -197,6 +221,7 @@ class Server:
             self.writer.close()
             self.auth.close()
             self.policy_loader.close()
+            self.ownership.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
@@ -232,7 +257,11 @@ def serve(settings: Settings, *, migrate: bool = False) -> int:
     faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
     server = Server(settings)
-    server.listen()
+    try:
+        server.listen()
+    except BaseException:
+        server.discard()
+        raise
     signal.signal(signal.SIGTERM, server.request_stop)
     signal.signal(signal.SIGINT, server.request_stop)
     return server.run()

@@ -14,6 +14,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from subgate.storage.errors import StoreUnavailable
+
 DEFAULT_STORE = "sqlite:///subgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -55,12 +57,30 @@ def alembic_config(url: str) -> Any:
     return config
 
 
+def missing_sqlite_file(url: str) -> bool:
+    """True for a SQLite file URL whose file does not exist: connecting would create an empty one."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or parsed.query.get("uri"):
+        return False
+    return not Path(database).exists()
+
+
 def schema_status(engine: Engine) -> tuple[str | None, str | None]:
-    """(current revision of the database, head revision of the code)."""
+    """(current revision of the database, head revision of the code). A SQLite file that does not exist is an
+    empty database and is not created: a check that refuses must leave nothing behind."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    script = ScriptDirectory.from_config(alembic_config(engine.url.render_as_string(hide_password=False)))
+    url = engine.url.render_as_string(hide_password=False)
+    script = ScriptDirectory.from_config(alembic_config(url))
+    if missing_sqlite_file(url):
+        folder = Path(make_url(url).database or "").resolve().parent
+        if not folder.is_dir():
+            raise StoreUnavailable(f"cannot open the store {engine.url}: the folder {folder} does not exist")
+        return None, script.get_current_head()
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     return current, script.get_current_head()
