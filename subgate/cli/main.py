@@ -237,6 +237,22 @@ main.add_command(topics)
     help="A queue at its memory limit: block (no more credit for its publishers until it drains) or fail "
     "(reject further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
 )
+@click.option(
+    "--anycast-prefixes",
+    default="queue://",
+    envvar="SUBGATE_ANYCAST_PREFIXES",
+    show_default=True,
+    show_envvar=True,
+    help="Comma-separated address prefixes that name a queue (as Artemis' anycastPrefix); '' for none.",
+)
+@click.option(
+    "--multicast-prefixes",
+    default="topic://",
+    envvar="SUBGATE_MULTICAST_PREFIXES",
+    show_default=True,
+    show_envvar=True,
+    help="Comma-separated address prefixes that name a topic (as Artemis' multicastPrefix); '' for none.",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -262,6 +278,8 @@ def serve(
     memory_limit_messages: int,
     memory_limit_bytes: int,
     memory_full_policy: str,
+    anycast_prefixes: str,
+    multicast_prefixes: str,
 ) -> None:
     """Run the server."""
     from subgate.gateway.server import serve as run_server
@@ -295,6 +313,8 @@ def serve(
         memory_limit_messages=memory_limit_messages,
         memory_limit_bytes=memory_limit_bytes,
         memory_full_policy=memory_full_policy,
+        anycast_prefixes=_prefixes(anycast_prefixes),
+        multicast_prefixes=_prefixes(multicast_prefixes),
     )
     try:
         with store_cli_errors(settings.store_url):
@@ -302,6 +322,10 @@ def serve(
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
+
+
+def _prefixes(value: str) -> tuple[str, ...]:
+    return tuple(prefix.strip() for prefix in value.split(",") if prefix.strip())
 
 
 # -- db ---------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
@@ -27,7 +28,7 @@ from subgate.gateway.channels import connection_channel, end_after_output
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
 from subgate.gateway.memory import Answer, Sender, describe
 from subgate.gateway.nodes import Message, Queue, Topic, now_ms
-from subgate.gateway.peer_fields import read_open
+from subgate.gateway.peer_fields import peer_text, read_open
 from subgate.gateway.router import Router
 from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
@@ -60,6 +61,7 @@ from subgate.mapping.addresses import (
     TEMPORARY_PREFIX,
     TOPIC,
     NodeDecision,
+    check_temporary_use,
     dynamic_kind,
     kind_from_capabilities,
     kind_from_jms_dest,
@@ -77,6 +79,7 @@ from subgate.mapping.errors import (
     Refused,
 )
 from subgate.mapping.filters import FilterRequest, read_filters
+from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
 from subgate.mapping.permissions import OPEN_POLICY, Permission, Policy
 from subgate.mapping.selectors import SelectorError
@@ -220,6 +223,7 @@ class Broker:
         self.container = container
         self.connections: set[ConnectionState] = set()
         self._containers: dict[str, int] = {}
+        self._temporary_owners: dict[str, ConnectionState] = {}  # temporary node name -> the connection that made it
         self._scheduled: dict[str, int] = {}
         self.stopping = False
         self.published = 0
@@ -275,18 +279,24 @@ class Broker:
         if self.on_policy_refresh is not None:
             self.on_policy_refresh()
 
-    def _check(self, state: ConnectionState, permission: Permission, path: str | None = None) -> None:
+    def _check(
+        self, state: ConnectionState, permission: Permission, path: str | None = None, kind: str | None = None
+    ) -> None:
         """Raises: Refused(amqp:unauthorized-access) when the connection's principal lacks ``permission``."""
-        self.policy.check(state.user, permission, path)
+        self.policy.check(state.user, permission, path, kind)
 
     def _check_node(self, state: ConnectionState, permission: Permission, decision: NodeDecision) -> None:
         """``permission`` on a node's address, plus MODIFY_TOPIC when the attach would create it. Temporary
-        nodes belong to the connection that made them and are not checked (docs/permissions.md)."""
+        nodes are not in the permission tree: anyone may send to one, only the connection that created it may
+        receive from it (mapping.addresses.check_temporary_use; docs/permissions.md)."""
         if decision.address.startswith(TEMPORARY_PREFIX):
+            owner = self._temporary_owners.get(decision.address)
+            receiving = permission is not Permission.UPDATE_TOPIC
+            check_temporary_use(decision.address, owned=owner is state, receiving=receiving)
             return
         if decision.create:
-            self._check(state, Permission.MODIFY_TOPIC, decision.address)
-        self._check(state, permission, decision.address)
+            self._check(state, Permission.MODIFY_TOPIC, decision.address, decision.kind)
+        self._check(state, permission, decision.address, decision.kind)
 
     def watch_schedule(self, queue: Queue) -> None:
         def on_schedule(at_ms: int) -> None:
@@ -424,6 +434,16 @@ class Broker:
         state: ConnectionState | None = getattr(link.connection, "_sg", None)
         if state is None or state.closed:
             return
+        try:
+            check_link_name(peer_text("attach name", lambda: link.name))
+        except Refused as refusal:
+            # The answer to an attach must repeat its name, and this one would not fit in a frame the client
+            # takes (or cannot be read): the session ends with the error instead, and the connection goes on.
+            log.info("ending a session of %s: %s", state.container_id, refusal.description)
+            session = link.session
+            session.condition = Condition(refusal.condition, refusal.description)
+            session.close()
+            return
         self._attach(link, state, consult_handlers=True)
 
     def _attach(self, link: Link, state: ConnectionState, *, consult_handlers: bool) -> None:
@@ -433,14 +453,17 @@ class Broker:
             else:
                 self._open_consumer(link, state, consult_handlers=consult_handlers)
         except Refused as refusal:
-            log.info("refused attach %r from %s: %s", link.name, state.container_id, refusal.description)
+            log.info("refused attach from %s: %s", state.container_id, refusal.description)
             refuse_attach(link, refusal.condition, refusal.description)
+        except UnicodeDecodeError:  # a field of the attach that is not text, read where nobody expected it
+            refuse_attach(link, DECODE_ERROR, "a field of the attach is not valid text")
         except Exception:
             log.exception("attach %r failed", link.name)
             refuse_attach(link, INTERNAL_ERROR, "internal error while attaching")
 
     def _open_publisher(self, link: Link, state: ConnectionState) -> None:
-        target = read_terminus(link.remote_target)
+        target = self._unprefixed(read_terminus(link.remote_target))
+        check_terminus(target.address, len(target.capabilities))
         if target.coordinator:
             coordinator = CoordinatorLink(link, state)
             link._sg = coordinator
@@ -457,7 +480,7 @@ class Broker:
         if service:
             self._check(state, Permission.CONTROL_SERVER)
         if target.dynamic:
-            node = self._create_temporary(target)
+            node = self._create_temporary(target, state)
         elif target.present and address and not service:
             decision = self.router.decide(address, kind_from_capabilities(target.capabilities))
             self._check_node(state, Permission.UPDATE_TOPIC, decision)
@@ -492,15 +515,17 @@ class Broker:
         accept_attach(link)
 
     def _open_consumer(self, link: Link, state: ConnectionState, *, consult_handlers: bool = True) -> None:
-        source = read_terminus(link.remote_source)
+        source = self._unprefixed(read_terminus(link.remote_source))
         if not source.present:
             self._open_lookup(link, state)
             return
+        check_terminus(source.address, len(source.capabilities))
         address = source.address or ""
         if address.startswith(CONTROL_PREFIX):
             self._open_handler(link, state, address)
             return
         filters = read_filters(source.filters)
+        check_selector(filters.selector)
         fqqn = None if source.dynamic else split_fqqn(address)
         if fqqn is not None:
             self._open_subscription_browser(link, state, source, fqqn, filters)
@@ -517,12 +542,12 @@ class Broker:
                 self._open_selector_consumer(link, state, source, selector, filters)
                 return
         if source.dynamic:
-            node = self._create_temporary(source)
+            node = self._create_temporary(source, state)
         elif not address:
             raise Refused(INVALID_FIELD, "a source address is required")
         else:
             decision = self.router.decide(address, kind_from_capabilities(source.capabilities))
-            if decision.kind == TOPIC:
+            if decision.kind == TOPIC and not address.startswith(TEMPORARY_PREFIX):
                 self._check(state, Permission.SELECT_TOPIC, address)
             self._check_node(state, Permission.READ_TOPIC, decision)
             node = self.router.node_for(decision)
@@ -714,14 +739,28 @@ class Broker:
         assert sub is not None
         self.subscriptions.delete(sub)
 
-    def _create_temporary(self, terminus: TerminusRequest) -> Queue | Topic:
-        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it."""
+    def _create_temporary(self, terminus: TerminusRequest, owner: ConnectionState) -> Queue | Topic:
+        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it,
+        and only ``owner`` may receive from it."""
         kind = dynamic_kind(terminus.capabilities)
         node = self.router.create(temporary_address(kind, uuid.uuid4().hex), kind, durable=False)
+        self._temporary_owners[node.name] = owner
         self._watch_node(node)
         return node
 
+    def _unprefixed(self, terminus: TerminusRequest) -> TerminusRequest:
+        """The terminus with its address's routing prefix (``topic://``, ``queue://``: mapping.names) turned into
+        the capability of the node type it names; what the client sent is still what the attach echoes."""
+        if not terminus.address:
+            return terminus
+        settings = self.settings
+        address, kind = split_prefix(terminus.address, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None:
+            return terminus
+        return replace(terminus, address=address, capabilities=terminus.capabilities | {kind})
+
     def _delete_temporary(self, name: str) -> None:
+        self._temporary_owners.pop(name, None)
         node = self.router.nodes.get(name)
         if node is not None:
             self._delete_nodes([node], lambda gone: f"temporary destination {gone.name!r} was deleted")
@@ -1037,8 +1076,11 @@ class Broker:
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
             raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
-        kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest")) if env.annotations else None
-        decision = self.router.decide(env.to, kind)
+        settings = self.settings
+        to, kind = split_prefix(env.to, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None and env.annotations:
+            kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
+        decision = self.router.decide(to, kind)
         self._check_node(state, Permission.UPDATE_TOPIC, decision)
         node = self.router.node_for(decision)
         self._watch_node(node)

@@ -23,6 +23,7 @@ from proton import Condition, Delivery, Link
 from subgate.gateway import codec
 from subgate.gateway.browsing import Browser
 from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.mapping.names import bounded
 
 
 class ConnectionState:
@@ -188,7 +189,7 @@ def accept(delivery: Delivery) -> None:
 
 
 def reject(delivery: Delivery, condition: str, description: str) -> None:
-    """Settle a delivery as rejected with an AMQP error."""
-    delivery.local.condition = Condition(condition, description)
+    """Settle a delivery as rejected with an AMQP error (the description bounded: it may quote the message)."""
+    delivery.local.condition = Condition(condition, bounded(description))
     delivery.update(Delivery.REJECTED)
     delivery.settle()

@@ -17,9 +17,11 @@ from subgate.gateway.nodes import Message, Queue, Topic, now_ms
 from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
 from subgate.gateway.topic_space import TopicSpace
-from subgate.mapping.addresses import QUEUE, NodeDecision, resolve_node
+from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from subgate.mapping.names import check_new_name
 from subgate.storage.journal import JournalWriter
 from subgate.storage.records import Catalog, NewMessage
+from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
 
@@ -108,14 +110,22 @@ class Router:
 
     # -- nodes ---------------------------------------------------------------------------------------------
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
+        """The node ``address`` means, checked as a new node's name when it would be created.
+
+        Raises:
+            Refused: mapping.addresses.resolve_node's refusals, and mapping.names.check_new_name's.
+        """
         existing = self.nodes.get(address)
-        return resolve_node(
+        decision = resolve_node(
             address,
             requested_kind,
             existing.kind if existing is not None else None,
             default_kind=self.settings.default_node_type,
             auto_create=self.settings.auto_create,
         )
+        if decision.create:
+            check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
+        return decision
 
     def node_for(self, decision: NodeDecision) -> Node:
         node = self.nodes.get(decision.address)

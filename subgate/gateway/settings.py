@@ -33,3 +33,6 @@ class Settings:
     memory_limit_messages: int = 100_000
     memory_limit_bytes: int = 64 * 1024 * 1024
     memory_full_policy: str = "block"  # "block": withhold credit from the queue's publishers; "fail": reject
+    # Address prefixes that name the node type, as Artemis' anycastPrefix and multicastPrefix (mapping.names).
+    anycast_prefixes: tuple[str, ...] = ("queue://",)
+    multicast_prefixes: tuple[str, ...] = ("topic://",)

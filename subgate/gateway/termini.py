@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Condition, Data, Link, Terminus, symbol
+from proton import Condition, Data, DataException, Link, Terminus, symbol
 
 from subgate.mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
+from subgate.mapping.names import MAX_CAPABILITIES, MAX_NAME_LENGTH, bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +150,35 @@ def answer_lookup(link: Link, topic: str, capabilities: list[str], selector: str
 
 
 def refuse_attach(link: Link, condition: str, description: str) -> None:
-    """Refuse an attach: null terminus on our side, then detach(closed=true) with the error (Appendix A.2)."""
+    """Refuse an attach: null terminus on our side, then detach(closed=true) with the error (Appendix A.2). The
+    other terminus is echoed only when it is small and readable (``_echo_if_small``), and the description is
+    bounded: a refusal must fit in what the client takes in one frame."""
     if link.is_sender:
         link.source.type = Terminus.UNSPECIFIED
-        link.target.copy(link.remote_target)
+        _echo_if_small(link.target, link.remote_target)
     else:
         link.target.type = Terminus.UNSPECIFIED
-        link.source.copy(link.remote_source)
-    link.condition = Condition(condition, description)
+        _echo_if_small(link.source, link.remote_source)
+    link.condition = Condition(condition, bounded(description))
     link.open()
     link.close()
+
+
+def _holds_value(data: Data) -> bool:
+    data.rewind()
+    return data.next() is not None
+
+
+def _echo_if_small(local: Terminus, remote: Terminus) -> None:
+    """Copy the peer's terminus, unless it is too big to echo (an address over the name limit, too many
+    capabilities, any filter) or not readable text: then an empty terminus of the same type."""
+    try:
+        address = remote.address
+        small = (address is None or len(address) <= MAX_NAME_LENGTH) and not _holds_value(remote.filter)
+        small = small and len(_symbols(remote.capabilities)) <= MAX_CAPABILITIES
+    except (UnicodeDecodeError, DataException):
+        small = False
+    if small:
+        local.copy(remote)
+    else:
+        local.type = remote.type

@@ -5,11 +5,17 @@ Refused(condition, description)   the AMQP error condition symbol is part of the
 
 from __future__ import annotations
 
+_MAX_DESCRIPTION = 512  # the same as mapping.names.MAX_DESCRIPTION_LENGTH (names imports this module)
+
 
 class Refused(Exception):
     """A rule said no. ``condition`` is the AMQP error symbol to send back with ``description``."""
 
     def __init__(self, condition: str, description: str) -> None:
+        # Descriptions quote client input (an address, a selector): bounded, so an error reply always fits in
+        # what the client accepts in one frame (docs/protocol.md, "Limits").
+        if len(description) > _MAX_DESCRIPTION:
+            description = description[: _MAX_DESCRIPTION - 1] + "…"
         super().__init__(description)
         self.condition = condition
         self.description = description

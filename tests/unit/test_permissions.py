@@ -263,22 +263,64 @@ def test_roles_of():
 
 # -- refusals ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("principal", "permission", "path", "description"),
+    ("principal", "permission", "path", "kind", "description"),
     [
-        ("bob", READ, "prices/fx", "READ_TOPIC on topic path 'prices/fx' denied to principal 'bob'"),
-        (None, UPDATE, "public", "UPDATE_TOPIC on topic path 'public' denied to anonymous"),
-        ("bob", SELECT, None, "SELECT_TOPIC on the root denied to principal 'bob'"),
-        ("bob", SELECT, "", "SELECT_TOPIC on the root denied to principal 'bob'"),
-        ("bob", CONTROL, None, "CONTROL_SERVER denied to principal 'bob'"),
-        (None, HANDLER, None, "REGISTER_HANDLER denied to anonymous"),
+        (
+            "bob",
+            READ,
+            "prices/fx",
+            None,
+            "READ_TOPIC on topic path 'prices/fx' denied to principal 'bob' "
+            "(grant: subgate grants add READ_TOPIC --user bob --path prices/fx)",
+        ),
+        (
+            None,
+            UPDATE,
+            "public",
+            None,
+            "UPDATE_TOPIC on topic path 'public' denied to anonymous "
+            "(grant: subgate grants add UPDATE_TOPIC --user anonymous --path public)",
+        ),
+        (
+            "bob",
+            SELECT,
+            None,
+            None,
+            "SELECT_TOPIC on the root denied to principal 'bob' (grant: subgate grants add SELECT_TOPIC --user bob)",
+        ),
+        (
+            "bob",
+            SELECT,
+            "",
+            None,
+            "SELECT_TOPIC on the root denied to principal 'bob' (grant: subgate grants add SELECT_TOPIC --user bob)",
+        ),
+        ("bob", CONTROL, None, None, "CONTROL_SERVER denied to principal 'bob'"),
+        (None, HANDLER, None, None, "REGISTER_HANDLER denied to anonymous"),
+        # Issue 11, defect 12: a queue is named as a queue, and creating one says so.
+        (
+            "bob",
+            MODIFY,
+            "q1",
+            "queue",
+            "may not create queue 'q1': MODIFY_TOPIC denied to principal 'bob' "
+            "(grant: subgate grants add MODIFY_TOPIC --user bob --path q1)",
+        ),
+        (
+            "bob",
+            READ,
+            "q1",
+            "queue",
+            "READ_TOPIC on queue 'q1' denied to principal 'bob' (grant: subgate grants add READ_TOPIC --user bob --path q1)",
+        ),
     ],
 )
-def test_check_refuses_with_unauthorized_access(principal, permission, path, description):
+def test_check_refuses_with_unauthorized_access(principal, permission, path, kind, description):
     with pytest.raises(Refused) as caught:
-        PUBLIC.check(principal, permission, path)
+        PUBLIC.check(principal, permission, path, kind)
     assert (caught.value.condition, caught.value.description) == (UNAUTHORIZED, description)
     assert caught.value.condition == "amqp:unauthorized-access"
-    assert repr(refusal(principal, permission, path)) == repr(caught.value)
+    assert repr(refusal(principal, permission, path, kind)) == repr(caught.value)
 
 
 def test_check_passes_quietly_when_allowed():
