@@ -456,6 +456,7 @@ class Broker:
             log.info("refused attach from %s: %s", state.container_id, refusal.description)
             refuse_attach(link, refusal.condition, refusal.description)
         except UnicodeDecodeError:  # a field of the attach that is not text, read where nobody expected it
+            log.info("refused attach from %s: a field is not valid text", state.container_id)
             refuse_attach(link, DECODE_ERROR, "a field of the attach is not valid text")
         except Exception:
             log.exception("attach %r failed", link.name)

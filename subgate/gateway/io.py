@@ -50,10 +50,11 @@ class ServerIO:
         *,
         authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
+        withdraw: Callable[[int], None] | None = None,
         limits: ConnectionLimits | None = None,
     ) -> None:
         self._container = container
-        self._sasl = SaslPhase(self, authenticate)
+        self._sasl = SaslPhase(self, authenticate, withdraw)
         self._configure_transport = configure_transport
         self._limits = limits or ConnectionLimits()
         self._admission = Admission(self._limits)
@@ -280,6 +281,7 @@ class ServerIO:
             return
         channel.closed = True
         self._admission.release(channel.address, channel.verdict)
+        self._sasl.forget(channel)
         self._dirty.discard(channel)
         self._channels.pop(channel.fd, None)
         try:

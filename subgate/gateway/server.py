@@ -156,6 +156,7 @@ class Server:
         self.io = ServerIO(
             self.container,
             authenticate=self.auth.submit,
+            withdraw=self.auth.withdraw,
             configure_transport=_configure_transport(settings),
             limits=ConnectionLimits(
                 max_connections=_connections_the_descriptors_allow(settings.max_connections),

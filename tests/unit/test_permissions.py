@@ -311,7 +311,8 @@ def test_roles_of():
             READ,
             "q1",
             "queue",
-            "READ_TOPIC on queue 'q1' denied to principal 'bob' (grant: subgate grants add READ_TOPIC --user bob --path q1)",
+            "READ_TOPIC on queue 'q1' denied to principal 'bob' "
+            "(grant: subgate grants add READ_TOPIC --user bob --path q1)",
         ),
     ],
 )
