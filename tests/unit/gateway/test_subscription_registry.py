@@ -8,7 +8,7 @@ from subgate.gateway.nodes import Message, Topic
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
 from subgate.mapping.subscriptions import DURABLE, VOLATILE, Details, Kind, SubscriptionKey
 from subgate.storage.records import SubscriptionRecord
-from tests.unit.test_router import make_router
+from tests.unit.gateway.test_router import make_router
 
 
 def message(seq: int, origin: object = None, raw: bytes = b"") -> Message:

@@ -267,7 +267,7 @@ def test_encode_value_round_trips_through_proton(value: object) -> None:
 
 def test_codec_imports_only_the_standard_library() -> None:
     check = "import sys, subgate.gateway.codec; sys.exit('proton' in sys.modules or 'cproton' in sys.modules)"
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     assert subprocess.run([sys.executable, "-c", check], cwd=root, check=False).returncode == 0
 
 

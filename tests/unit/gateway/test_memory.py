@@ -15,7 +15,7 @@ from subgate.gateway.links import Inbound
 from subgate.gateway.memory import BLOCK, FAIL, Answer, MemoryLimit, Sender, answer, describe
 from subgate.gateway.nodes import Message, Queue, Topic
 from subgate.mapping.outcomes import settle_outcome
-from tests.unit.test_credit import FakeLink
+from tests.unit.gateway.test_credit import FakeLink
 
 ACCEPT = settle_outcome("accepted")
 RELEASE = settle_outcome("released")

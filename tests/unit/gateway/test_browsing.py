@@ -13,7 +13,7 @@ from subgate.gateway import nodes
 from subgate.gateway.browsing import Browser
 from subgate.gateway.nodes import Message, Queue
 from subgate.mapping.outcomes import settle_outcome
-from tests.unit.test_paging import Consumer
+from tests.unit.gateway.test_paging import Consumer
 
 ACCEPT = settle_outcome("accepted")
 NOW = 1_000_000_000

@@ -520,5 +520,5 @@ def test_selectors_import_only_the_standard_library() -> None:
         "import sys, subgate.mapping.selectors; "
         "sys.exit(any(m in sys.modules for m in ('proton', 'cproton', 'sqlalchemy', 'subgate.gateway')))"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     assert subprocess.run([sys.executable, "-c", check], cwd=root, check=False).returncode == 0
