@@ -26,7 +26,7 @@ import click
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
 from subgate.cli.options import resolve_store, split_address, with_store
 from subgate.cli.owner import decide, store_owner
-from subgate.storage.records import SubscriptionRecord
+from subgate.engine.records import SubscriptionRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -254,7 +254,7 @@ def _selector_predicate(record: SubscriptionRecord) -> tuple[Callable[[bytes], b
     if record.selector is None or not record.selector.strip():
         return None, True
     try:
-        from subgate.gateway.selection import compile_selector
+        from subgate.engine.selection import compile_selector
 
         return compile_selector(record.selector), True
     except Exception as exc:  # the selector engine is optional here: report and carry on without a count

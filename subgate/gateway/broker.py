@@ -1,7 +1,7 @@
 """The broker's proton handler: connection, session, link and delivery events, kept thin.
 
 Each ``on_*`` method reads the proton objects into plain values, asks a rule (``mapping``) or the node engine
-(``gateway.nodes`` through ``gateway.router``), and writes the answer back. This is a flat handler set directly
+(``engine.nodes`` through ``gateway.router``), and writes the answer back. This is a flat handler set directly
 on the container (no ``MessagingHandler`` stack): one Python call per event. Journal completions arrive as the
 ``journal_committed`` application event from the writer thread.
 
@@ -22,15 +22,18 @@ from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
-from subgate.gateway import codec, management
-from subgate.gateway.browsing import Browser
+from subgate.engine import codec
+from subgate.engine.browsing import Browser
+from subgate.engine.memory import Answer, Sender, describe
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.selection import compile_selector
+from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
+from subgate.engine.transactions import TRANSACTIONAL_STATE
+from subgate.gateway import management
 from subgate.gateway.channels import connection_channel, end_after_output
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
-from subgate.gateway.memory import Answer, Sender, describe
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
 from subgate.gateway.peer_fields import peer_text, read_open
 from subgate.gateway.router import Router
-from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
 from subgate.gateway.termini import (
@@ -53,9 +56,7 @@ from subgate.gateway.topic_control import (
     handler_path,
     removal_branch,
 )
-from subgate.gateway.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.gateway.transacting import Transacting
-from subgate.gateway.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
@@ -99,6 +100,7 @@ from subgate.mapping.subscriptions import (
     lookup_source_capabilities,
     removed_on_detach,
 )
+from subgate.storage.journal import JournalWriter
 from subgate.topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
@@ -216,10 +218,17 @@ class Broker:
     """The container's handler (see the module docstring)."""
 
     def __init__(
-        self, settings: Settings, router: Router, container: Container, subscriptions: Subscriptions | None = None
+        self,
+        settings: Settings,
+        router: Router,
+        container: Container,
+        subscriptions: Subscriptions | None = None,
+        *,
+        journal: JournalWriter,
     ) -> None:
         self.settings = settings
         self.router = router
+        self.journal = journal  # claims committed tickets back into tokens (reactor thread); removal rows
         self.subscriptions = subscriptions or Subscriptions(router)
         self.transacting = Transacting(router, self._route)
         self.container = container
@@ -240,7 +249,7 @@ class Broker:
             self.schedule,
             self.remove_branch,
         )
-        self.control.journal = router.writer
+        self.control.journal = journal
         self.topic_admin = TopicAdmin(router, self.control, self.remove_topics, self._refresh_policy)
 
     # -- timers ----------------------------------------------------------------------------------------------
@@ -263,7 +272,7 @@ class Broker:
                         log.warning("publisher link %r: credit count had drifted; resynchronised", link_state.link.name)
         for cursor, queue in self.router.tracked.values():
             if cursor.acks_since_low_water:
-                self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
+                self.journal.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
                 cursor.acks_since_low_water = 0
         self._since_policy_refresh += self.settings.expiry_sweep_interval
         if self.on_policy_refresh is not None and self._since_policy_refresh >= self.settings.policy_refresh_interval:
@@ -930,7 +939,7 @@ class Broker:
         browser.on_rows = on_rows
 
     def _browse(self, out: Outbound) -> None:
-        """Copies for a browser (gateway.browsing), as far as its credit goes. A drain is answered only once the
+        """Copies for a browser (engine.browsing), as far as its credit goes. A drain is answered only once the
         walk has nothing more to show: while a journal page is being read for it, the answer waits for the
         page (else Qpid JMS would take the early answer for the end of the queue)."""
         browser = out.browser
@@ -1030,14 +1039,14 @@ class Broker:
                 # accepted at once as ever, routed at its commit, in journal order.
                 accept(delivery)
                 waiting = None
-            self.router.writer.submit_message(record, (waiting, ingest.message, node, inbound))
+            self.journal.submit_message(record, (waiting, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
             accept(delivery)
         inbound.top_up()
 
     def _admits(self, queue: Queue, inbound: Inbound) -> bool:
-        """May ``queue`` take one more message that is not in the journal from this publisher (gateway.memory)?
+        """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?
         Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
         discharge, so the transfer itself is rejected."""
         return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
@@ -1074,7 +1083,7 @@ class Broker:
             self._route(node, ingest.message)
             return
         self.router.submitted(ingest.record.id)  # journaled (a paging node): routed in journal order
-        self.router.writer.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
+        self.journal.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
 
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
@@ -1126,7 +1135,7 @@ class Broker:
     # -- journal completions ---------------------------------------------------------------------------------
     @guarded
     def on_journal_committed(self, event: Any) -> None:
-        result = self.router.writer.claim(event.subject)  # the tokens never left this thread
+        result = self.journal.claim(event.subject)  # the tokens never left this thread
         touched: set[Inbound] = set()
         for token in result.tokens:
             if callable(token):
@@ -1182,5 +1191,5 @@ class Broker:
             if self.on_stopped is not None:
                 self.on_stopped()
 
-        self.router.writer.submit_barrier(close_connections)
+        self.journal.submit_barrier(close_connections)
         self.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping

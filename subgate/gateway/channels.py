@@ -16,7 +16,7 @@ from typing import Any
 
 from proton import Connection, Transport
 
-from subgate.gateway.admission import ChannelClock, Verdict
+from subgate.engine.admission import ChannelClock, Verdict
 from subgate.gateway.sasl import SaslServer
 
 READ = select.EPOLLIN | select.EPOLLRDHUP

@@ -2,7 +2,7 @@
 
 Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
 global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first
-admitted or refused (``gateway.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
+admitted or refused (``engine.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
 to the ``Authenticator``'s worker threads and come back as the ``sasl_verdict`` application event), and only then
 gets a proton ``Transport`` (server mode, no SASL layer) bound to a new ``Connection`` on the container's
 collector. It also batches writes: transports that produced output are flushed once per loop turn, and a socket
@@ -26,7 +26,7 @@ from typing import Any
 from proton import Condition, Endpoint, Transport
 from proton.reactor import Container
 
-from subgate.gateway.admission import Admission, ConnectionLimits, Verdict
+from subgate.engine.admission import Admission, ConnectionLimits, Verdict
 from subgate.gateway.channels import READ, WRITE, Channel, RateLimitedLog
 from subgate.gateway.sasl import CredentialsReceived, SaslServer
 from subgate.gateway.sasl_phase import SaslPhase

@@ -11,16 +11,16 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-from subgate.gateway import codec
-from subgate.gateway.memory import MemoryLimit
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.engine import codec
+from subgate.engine.memory import MemoryLimit
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.ports import JournalPort
+from subgate.engine.records import Catalog, NewMessage
+from subgate.engine.topic_space import TopicSpace
 from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
-from subgate.gateway.topic_space import TopicSpace
 from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
 from subgate.mapping.names import check_new_name
-from subgate.storage.journal import JournalWriter
-from subgate.storage.records import Catalog, NewMessage
 from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
@@ -33,7 +33,7 @@ class JournalCursor:
 
     __slots__ = ("cursor_id", "_writer", "acks_since_low_water")
 
-    def __init__(self, cursor_id: int, writer: JournalWriter) -> None:
+    def __init__(self, cursor_id: int, writer: JournalPort) -> None:
         self.cursor_id = cursor_id
         self._writer = writer
         self.acks_since_low_water = 0
@@ -55,7 +55,7 @@ class Ingest:
 
 
 class Router:
-    def __init__(self, settings: Settings, writer: JournalWriter, catalog: Catalog) -> None:
+    def __init__(self, settings: Settings, writer: JournalPort, catalog: Catalog) -> None:
         self.settings = settings
         self.writer = writer
         self.nodes: dict[str, Node] = {}

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from proton import Data, DataException, Described
 
-from subgate.gateway.sasl_mechanisms import ANONYMOUS, PLAIN, BadCredentials, identity
+from subgate.engine.sasl_mechanisms import ANONYMOUS, PLAIN, BadCredentials, identity
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"

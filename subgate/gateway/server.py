@@ -20,17 +20,17 @@ from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from subgate.gateway.admission import ConnectionLimits
+from subgate.engine.admission import ConnectionLimits
+from subgate.engine.nodes import Topic
+from subgate.engine.selection import compile_selector
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
-from subgate.gateway.nodes import Topic
 from subgate.gateway.ownership import StoreOwnership
 from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
-from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.storage.catalog import load_catalog
@@ -140,7 +140,7 @@ class Server:
         recovered = recover(self.router, self.subscriptions, self.sessions)
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
-        self.broker = Broker(settings, self.router, self.container, self.subscriptions)
+        self.broker = Broker(settings, self.router, self.container, self.subscriptions, journal=self.writer)
         with self.sessions() as session:
             self.broker.control.restore(list_removal_registrations(session), max_removal_registration_id(session))
         for node in self.router.nodes.values():

@@ -29,7 +29,7 @@ class Settings:
     handshake_timeout: float = 10.0  # seconds from accept to the end of SASL and the peer's open
     frame_timeout: float = 30.0  # seconds a frame may take to arrive whole once it has begun
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
-    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (gateway.memory).
+    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
     memory_limit_messages: int = 100_000
     memory_limit_bytes: int = 64 * 1024 * 1024
     memory_full_policy: str = "block"  # "block": withhold credit from the queue's publishers; "fail": reject

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from subgate.engine.nodes import Topic
 from subgate.gateway.management import Request, Response
-from subgate.gateway.nodes import Topic
 from subgate.gateway.router import Router
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC

@@ -1,5 +1,5 @@
 """Paging of durable queues: ``Queue`` keeps at most ``page_limit`` available messages in memory and reads the
-rest back through ``on_page`` (gateway.nodes); ``Pager`` turns journal rows into messages, filtered like the
+rest back through ``on_page`` (engine.nodes); ``Pager`` turns journal rows into messages, filtered like the
 topic filtered them (gateway.paging). Pure: the journal is a list of rows and the page reads are recorded.
 """
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from subgate.gateway import nodes
-from subgate.gateway.nodes import Message, Queue
+from subgate.engine import nodes
+from subgate.engine.nodes import Message, Queue
+from subgate.engine.records import PageRead, StoredMessage
 from subgate.gateway.paging import Pager, row_filter
 from subgate.mapping.outcomes import settle_outcome
-from subgate.storage.records import PageRead, StoredMessage
 
 ACCEPT = settle_outcome("accepted")
 RELEASE = settle_outcome("released")

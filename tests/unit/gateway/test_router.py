@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from subgate.gateway.nodes import Message
+from subgate.engine.nodes import Message
+from subgate.engine.records import Catalog
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
-from subgate.storage.records import Catalog
 
 
 class FakeWriter:
@@ -63,7 +63,7 @@ def fill(queue, count: int, first: int = 1) -> None:
 
 
 def prepared(router: Router, node, *, durable: bool, behind: int = 0):
-    from subgate.gateway import codec
+    from subgate.engine import codec
 
     data = raw(durable=durable)
     return router.prepare(data, codec.scan(data), node, None, "c1/p", behind)

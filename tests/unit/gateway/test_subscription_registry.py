@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from subgate.gateway.nodes import Message, Topic
+from subgate.engine.nodes import Message, Topic
+from subgate.engine.records import SubscriptionRecord
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
 from subgate.mapping.subscriptions import DURABLE, VOLATILE, Details, Kind, SubscriptionKey
-from subgate.storage.records import SubscriptionRecord
 from tests.unit.gateway.test_router import make_router
 
 

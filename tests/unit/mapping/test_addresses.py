@@ -117,7 +117,7 @@ def test_pure_modules_import_neither_proton_nor_sqlalchemy():
 
     code = (
         "import sys, subgate.mapping.addresses, subgate.mapping.outcomes, subgate.mapping.errors, "
-        "subgate.mapping.subscriptions, subgate.mapping.filters, subgate.gateway.nodes; "
+        "subgate.mapping.subscriptions, subgate.mapping.filters, subgate.engine.nodes; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('proton', 'sqlalchemy') "
         "or m.startswith('subgate.storage')))"
     )

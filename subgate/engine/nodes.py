@@ -14,110 +14,25 @@ journaled message that arrives when the queue is full is not kept (the journal h
 the range of sequences that may be in the journal and not in memory (``_paged_after`` < seq <= ``_paged_upto``)
 and, once its consumers have taken it down to half the limit, asks for the next page through ``on_page``. The
 gateway reads the page on the journal thread and hands the rows back to ``page_loaded``. Every available message
-up to ``horizon()`` is in memory; a browser (``gateway.browsing``) reads what lies beyond through ``on_browse``,
+up to ``horizon()`` is in memory; a browser (``engine.browsing``) reads what lies beyond through ``on_browse``,
 without changing any of this. Why and the ordering argument: docs/architecture.md, "Paging".
 
 Memory limit: a queue counts the messages it holds that are not in the journal (they cannot page) and their
 bytes, from ``_take`` to ``_discard``; ``admits`` answers whether one more may come (the rule and the policy:
-``gateway.memory``), and under the policy ``block`` the queue is ``blocked`` from the limit until it drains to
+``engine.memory``), and under the policy ``block`` the queue is ``blocked`` from the limit until it drains to
 the low-water mark, when ``on_unblocked`` tells the gateway to give its publishers credit again.
 """
 
 from __future__ import annotations
 
 import heapq
-import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from subgate.gateway.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
+from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
+from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
 from subgate.mapping.outcomes import Settlement
-
-
-class Message:
-    """One routed message: the bytes to forward plus what the broker schedules by."""
-
-    __slots__ = (
-        "seq",
-        "raw",
-        "header_count",
-        "durable",
-        "priority",
-        "expires",
-        "deliver_at",
-        "origin",
-        "journaled",
-        "annotations",
-    )
-
-    def __init__(
-        self,
-        seq: int,
-        raw: bytes,
-        *,
-        header_count: int = 0,
-        durable: bool = False,
-        priority: int = 4,
-        expires: int = 0,
-        deliver_at: int = 0,
-        origin: object = None,
-        journaled: bool = False,
-        annotations: dict[str, object] | None = None,
-    ) -> None:
-        self.seq = seq
-        self.raw = raw
-        self.header_count = header_count
-        self.durable = durable
-        self.priority = priority
-        self.expires = expires  # ms since epoch; 0 = never
-        self.deliver_at = deliver_at  # ms since epoch; 0 = at once
-        self.origin = origin  # the publishing connection (no-local)
-        self.journaled = journaled
-        self.annotations = annotations
-
-    def as_journaled(self, journaled: bool, raw: bytes | None = None) -> Message:
-        """The same message marked as in the journal or not (with ``raw``, its bytes as journaled: the bookmark
-        stamped in); a new object, since a message is shared by every queue it was routed to."""
-        return Message(
-            self.seq,
-            self.raw if raw is None else raw,
-            header_count=self.header_count,
-            durable=self.durable,
-            priority=self.priority,
-            expires=self.expires,
-            deliver_at=self.deliver_at,
-            origin=self.origin,
-            journaled=journaled,
-        )
-
-
-class Consumer(Protocol):
-    """What a queue needs from a consumer (the gateway's outbound link)."""
-
-    credit: int
-
-    def deliver(self, message: Message, failures: int) -> None: ...
-
-    def accepts(self, message: Message) -> bool: ...
-
-
-class Cursor(Protocol):
-    """Durable bookkeeping of a queue: what it discarded and how often a message failed."""
-
-    cursor_id: int
-    acks_since_low_water: int
-
-    def discarded(self, seq: int) -> None: ...
-
-    def failed(self, seq: int, failures: int) -> None: ...
-
-
-ALL = 1 << 62  # a sequence above every sequence
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _seq(message: Message) -> int:
@@ -171,7 +86,7 @@ class Queue:
         self.dropped_count = 0  # topic copies not taken because the queue was full
 
     def limit_memory(self, limit: MemoryLimit) -> None:
-        """Set the limit on messages held in memory only (gateway.memory)."""
+        """Set the limit on messages held in memory only (engine.memory)."""
         self.memory = limit
         self._full_count, self._full_bytes = limit.full_at()
         self._resume_count, self._resume_bytes = limit.resume_at()
@@ -203,7 +118,7 @@ class Queue:
         return self._memory_count, self._memory_bytes
 
     def admits(self, sender: Sender) -> Answer:
-        """May one more message that is not in the journal come from ``sender`` (gateway.memory)? Below the
+        """May one more message that is not in the journal come from ``sender`` (engine.memory)? Below the
         limit this is two compares."""
         if self._memory_count < self._full_count and self._memory_bytes < self._full_bytes:
             return Answer.TAKE
@@ -536,7 +451,7 @@ class Topic:
     full: ``Queue.offer``)."""
 
     kind = "topic"
-    blocked = False  # a topic never withholds its publishers' credit (gateway.memory)
+    blocked = False  # a topic never withholds its publishers' credit (engine.memory)
 
     def __init__(self, name: str, *, durable: bool = True) -> None:
         self.name = name
@@ -572,3 +487,6 @@ class Topic:
             if (accepts is None or accepts(message)) and queue.offer(message):
                 taken += 1
         return taken
+
+
+__all__ = ["ALL", "Consumer", "Cursor", "Message", "Queue", "Topic", "now_ms"]

@@ -1,4 +1,4 @@
-"""gateway.selection: selector identifiers read from encoded messages (mapping doc §7.7, §7.4)."""
+"""engine.selection: selector identifiers read from encoded messages (mapping doc §7.7, §7.4)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from proton import (
     ushort,
 )
 
-from subgate.gateway import codec, selection
-from subgate.gateway.selection import compile_selector, jms_correlation_id, jms_message_id, message_lookup
+from subgate.engine import codec, selection
+from subgate.engine.selection import compile_selector, jms_correlation_id, jms_message_id, message_lookup
 from subgate.mapping.selectors import SelectorError
 
 CREATED_MS = 1_700_000_000_500

@@ -1,7 +1,7 @@
 """The running server's topic tree: which topic nodes exist as paths, and selector subscriptions over them.
 
 Owns the link between the pure engine (``topics``: tree, Diffusion selectors, the prefix index) and the topic
-nodes of ``gateway.nodes``. Every topic node whose name is a valid topic path is in the tree. A selector
+nodes of ``engine.nodes``. Every topic node whose name is a valid topic path is in the tree. A selector
 subscription is one private queue subscribed to every topic its selector matches, including topics created
 later: a new topic asks the index which selectors reach it, so the cost does not grow with the number of
 subscriptions whose prefix lies elsewhere. No proton, no store.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.engine.nodes import Message, Queue, Topic
 from subgate.topics import PathSelector, Qualifier, Selector, SelectorIndex, TopicTree, is_valid_path, parse_selector
 from subgate.topics.errors import TopicsError
 

@@ -1,7 +1,7 @@
 """What a JMS selector sees of a stored message: identifier values read from its AMQP bytes.
 
 This module owns the mapping from selector identifiers to the fields of an AMQP message as the broker
-holds it (raw bytes, read with ``gateway.codec``), after the mapping doc §7.7, with message and
+holds it (raw bytes, read with ``engine.codec``), after the mapping doc §7.7, with message and
 correlation ids in their JMS string forms (§7.4). The selector language itself is ``mapping.selectors``;
 this module only supplies the ``lookup`` it evaluates against. No proton, no I/O.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from subgate.gateway import codec
+from subgate.engine import codec
 from subgate.mapping import selectors
 
 __all__ = ["compile_selector", "jms_correlation_id", "jms_message_id", "message_lookup"]
@@ -78,7 +78,7 @@ def message_lookup(raw: bytes, env: codec.Envelope | None = None) -> Callable[[s
         env: ``codec.scan(raw)`` when the caller already has it.
 
     Raises:
-        gateway.codec.CodecError: from ``scan``, or from the lookup when application-properties are
+        engine.codec.CodecError: from ``scan``, or from the lookup when application-properties are
             malformed.
     """
     envelope = codec.scan(raw) if env is None else env

@@ -1,7 +1,7 @@
-"""gateway.codec, cross-checked against proton's own encoder and decoder.
+"""engine.codec, cross-checked against proton's own encoder and decoder.
 
 Proton is the reference: values and messages are encoded with ``proton.Data`` / ``proton.Message`` and
-what ``gateway.codec`` reads from those bytes must match what proton reads back. Hand-built encodings
+what ``engine.codec`` reads from those bytes must match what proton reads back. Hand-built encodings
 cover the forms proton never writes (str32, list32, map8, symbol descriptors, ...), and a table of
 malformed inputs checks that every failure is a ``CodecError``.
 """
@@ -41,8 +41,8 @@ from proton import (
 )
 from proton import Described as ProtonDescribed
 
-from subgate.gateway import codec
-from subgate.gateway.codec import (
+from subgate.engine import codec
+from subgate.engine.codec import (
     Byte,
     Char,
     CodecError,
@@ -82,7 +82,7 @@ _WRAPPERS: dict[type, Callable[[object], object]] = {
 
 
 def from_proton(value: object) -> object:
-    """The value gateway.codec should decode where proton decoded ``value``."""
+    """The value engine.codec should decode where proton decoded ``value``."""
     convert = _WRAPPERS.get(type(value))
     if convert is not None:
         return convert(value)
@@ -266,7 +266,7 @@ def test_encode_value_round_trips_through_proton(value: object) -> None:
 
 
 def test_codec_imports_only_the_standard_library() -> None:
-    check = "import sys, subgate.gateway.codec; sys.exit('proton' in sys.modules or 'cproton' in sys.modules)"
+    check = "import sys, subgate.engine.codec; sys.exit('proton' in sys.modules or 'cproton' in sys.modules)"
     root = Path(__file__).resolve().parents[3]
     assert subprocess.run([sys.executable, "-c", check], cwd=root, check=False).returncode == 0
 
@@ -398,12 +398,12 @@ def test_decode_negative_offset() -> None:
 
 
 def test_symbol_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "_SYMBOLS", {})
-    monkeypatch.setattr(codec, "_SYMBOLS_MAX", 2)
+    monkeypatch.setattr(codec.decode, "_SYMBOLS", {})
+    monkeypatch.setattr(codec.decode, "_SYMBOLS_MAX", 2)
     for name in ("a", "b", "c", "a"):
         value, _ = decode_value(encode_value(Symbol(name)), 0)
         assert_same(value, Symbol(name))
-    assert len(codec._SYMBOLS) <= 2
+    assert len(codec.decode._SYMBOLS) <= 2
 
 
 # --------------------------------------------------------------------------------------------------
@@ -895,12 +895,12 @@ def test_rewrites_of_hand_built_message() -> None:
 
 
 def test_header_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "_HEADER_CACHE", {})
-    monkeypatch.setattr(codec, "_HEADER_CACHE_MAX", 1)
+    monkeypatch.setattr(codec.sections, "_HEADER_CACHE", {})
+    monkeypatch.setattr(codec.sections, "_HEADER_CACHE_MAX", 1)
     for count in (1, 2, 1):
         raw = with_delivery_count(b"", Envelope(), count)
         assert scan(raw).delivery_count == count
-    assert len(codec._HEADER_CACHE) == 1
+    assert len(codec.sections._HEADER_CACHE) == 1
 
 
 def test_header_with_extra_fields_and_properties_with_all_fields() -> None:

@@ -1,11 +1,11 @@
-"""Topic nodes in the tree and selector subscriptions over them (gateway.topic_space)."""
+"""Topic nodes in the tree and selector subscriptions over them (engine.topic_space)."""
 
 from __future__ import annotations
 
 import pytest
 
-from subgate.gateway.nodes import Message, Queue, Topic
-from subgate.gateway.topic_space import TopicSpace, fetch_selector, selector_address
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.topic_space import TopicSpace, fetch_selector, selector_address
 from subgate.topics.errors import SelectorError
 
 

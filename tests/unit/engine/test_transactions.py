@@ -1,11 +1,11 @@
-"""Coordinator control bodies and open-transaction bookkeeping (gateway.transactions)."""
+"""Coordinator control bodies and open-transaction bookkeeping (engine.transactions)."""
 
 from __future__ import annotations
 
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from subgate.gateway.transactions import DECLARE, DISCHARGE, UNKNOWN_ID, Control, Transactions, read_control
+from subgate.engine.transactions import DECLARE, DISCHARGE, UNKNOWN_ID, Control, Transactions, read_control
 from subgate.mapping.errors import Refused
 
 

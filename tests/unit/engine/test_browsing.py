@@ -1,4 +1,4 @@
-"""Browsing (gateway.browsing): a browser sees every available message of a queue once, in order, including the
+"""Browsing (engine.browsing): a browser sees every available message of a queue once, in order, including the
 ones a paging queue left in the journal, which it reads a page at a time for itself without touching the queue.
 Pure: the journal is a dict of rows plus the set of acknowledged sequences, and page reads are answered by hand.
 """
@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from subgate.gateway import nodes
-from subgate.gateway.browsing import Browser
-from subgate.gateway.nodes import Message, Queue
+from subgate.engine import nodes
+from subgate.engine.browsing import Browser
+from subgate.engine.nodes import Message, Queue
 from subgate.mapping.outcomes import settle_outcome
 from tests.unit.gateway.test_paging import Consumer
 

@@ -1,6 +1,6 @@
 """The memory limit of a queue: how many messages held in memory only it may keep, and what happens at the limit.
 
-Owns the rule, not the counting (``gateway.nodes.Queue`` counts) and not the wire (``gateway.broker`` rejects
+Owns the rule, not the counting (``engine.nodes.Queue`` counts) and not the wire (``gateway.broker`` rejects
 and withholds credit). A message held in memory only is one that is not in the journal: a non-persistent one,
 or any message on a queue that journals nothing (a temporary queue, a non-durable subscription). Journaled
 messages page instead (docs/architecture.md, "Paging") and never count.

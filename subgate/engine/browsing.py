@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from subgate.gateway import nodes
-from subgate.gateway.nodes import ALL, Message, Queue
+from subgate.engine import nodes
+from subgate.engine.nodes import ALL, Message, Queue
 
 
 class Browser:

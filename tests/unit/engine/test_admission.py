@@ -1,10 +1,10 @@
-"""gateway.admission: the connection limits and the per-connection deadlines, without sockets."""
+"""engine.admission: the connection limits and the per-connection deadlines, without sockets."""
 
 from __future__ import annotations
 
 import pytest
 
-from subgate.gateway.admission import REFUSALS_IN_FLIGHT, Admission, ChannelClock, ConnectionLimits, Verdict
+from subgate.engine.admission import REFUSALS_IN_FLIGHT, Admission, ChannelClock, ConnectionLimits, Verdict
 
 LIMITS = ConnectionLimits(max_connections=3, max_per_address=2, handshake_timeout=10, frame_timeout=30, close_grace=5)
 

@@ -1,4 +1,4 @@
-"""gateway.memory and the queue's side of it: the limit on messages held in memory only (not in the journal),
+"""engine.memory and the queue's side of it: the limit on messages held in memory only (not in the journal),
 the policy table (block / fail, per kind of sender), counting from take to discard, blocking with a low-water
 mark, topic copies dropped for a full subscription, and credit withheld from a blocked queue's publishers.
 
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from subgate.engine.memory import BLOCK, FAIL, Answer, MemoryLimit, Sender, answer, describe
+from subgate.engine.nodes import Message, Queue, Topic
 from subgate.gateway.links import Inbound
-from subgate.gateway.memory import BLOCK, FAIL, Answer, MemoryLimit, Sender, answer, describe
-from subgate.gateway.nodes import Message, Queue, Topic
 from subgate.mapping.outcomes import settle_outcome
 from tests.unit.gateway.test_credit import FakeLink
 

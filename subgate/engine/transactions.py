@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from subgate.gateway import codec
-from subgate.gateway.nodes import Message, Queue
+from subgate.engine import codec
+from subgate.engine.nodes import Message, Queue
 from subgate.mapping.errors import DECODE_ERROR, TRANSACTION_UNKNOWN_ID, Refused
 from subgate.mapping.outcomes import Settlement
 

@@ -1,4 +1,4 @@
-"""gateway.nodes: queue order, round robin, redelivery, expiry, delay, browse, low water and topic fan-out.
+"""engine.nodes: queue order, round robin, redelivery, expiry, delay, browse, low water and topic fan-out.
 
 Pure and fast: consumers are ``FakeConsumer`` records, the journal cursor is ``FakeCursor``, and the clock is
 pinned at ``NOW`` (``nodes.now_ms`` is patched for every test).
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from subgate.gateway import nodes
-from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.engine import nodes
+from subgate.engine.nodes import Message, Queue, Topic
 from subgate.mapping.outcomes import settle_outcome, settle_unsettled
 
 NOW = 1_000_000_000
