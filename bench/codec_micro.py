@@ -18,7 +18,7 @@ from proton import Message, byte, symbol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from subgate.gateway import codec  # noqa: E402
+from subgate.engine import codec  # noqa: E402
 
 
 def jms_message(body_size: int = 900) -> bytes:
