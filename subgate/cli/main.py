@@ -383,8 +383,7 @@ def users() -> None:
 
 
 def _sessions(store: str | None):  # type: ignore[no-untyped-def]
-    from subgate.gateway.server import check_schema
-    from subgate.storage.db import make_engine, session_factory
+    from subgate.storage.db import check_schema, make_engine, session_factory
 
     url = resolve_store(store)
     check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through with_store
@@ -413,8 +412,8 @@ def users_add(store: str | None, name: str, password: str | None, roles_: tuple[
     Once a user exists only grants count: anonymous access is off (unless 'serve --allow-anonymous') and a user
     may do only what its grants and roles allow (docs/permissions.md). The output says so for the first user.
     """
-    from subgate.gateway.passwords import hash_password
     from subgate.storage.errors import AlreadyExists, NotFound
+    from subgate.storage.passwords import hash_password
     from subgate.storage.permissions import assign_role
     from subgate.storage.principals import add_principal, count_principals
 

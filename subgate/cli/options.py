@@ -161,8 +161,7 @@ def store_cli_errors(store: str | None) -> Iterator[None]:
 @contextmanager
 def store_sessions(store: str | None) -> Iterator[sessionmaker[Session]]:
     """Sessions on the store at ``--store``, once its schema is at the head revision (else a click error)."""
-    from subgate.gateway.server import check_schema
-    from subgate.storage.db import make_engine, session_factory
+    from subgate.storage.db import check_schema, make_engine, session_factory
 
     url = resolve_store(store)
     check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through store_cli_errors

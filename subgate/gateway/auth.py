@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from proton.reactor import ApplicationEvent, EventInjector
 from sqlalchemy.orm import Session, sessionmaker
 
-from subgate.gateway.passwords import verify_password
 from subgate.gateway.sasl import CredentialsReceived
+from subgate.storage.passwords import verify_password
 from subgate.storage.principals import count_principals, find_principal
 
 log = logging.getLogger("subgate.auth")

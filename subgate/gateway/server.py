@@ -34,32 +34,12 @@ from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.storage.catalog import load_catalog
-from subgate.storage.db import make_engine, schema_status, session_factory, upgrade
-from subgate.storage.errors import SchemaOutOfDate
+from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.removals import list_removal_registrations, max_removal_registration_id
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
-
-
-def check_schema(url: str, *, migrate: bool) -> None:
-    """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked)."""
-    engine = make_engine(url)
-    try:
-        current, head = schema_status(engine)
-    finally:
-        engine.dispose()
-    if current == head:
-        return
-    if migrate:
-        log.info("migrating the store from %s to %s", current or "an empty database", head)
-        upgrade(url)
-        return
-    raise SchemaOutOfDate(
-        f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs {head}; "
-        "run 'subgate db upgrade' (or start with --migrate)"
-    )
 
 
 def _configure_transport(settings: Settings) -> Callable[[Any], None]:

@@ -6,6 +6,7 @@ given), the default URL, and asking Alembic whether the database is at the head 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from subgate.storage.errors import StoreUnavailable
+from subgate.storage.errors import SchemaOutOfDate, StoreUnavailable
+
+_log = logging.getLogger("subgate.server")
 
 DEFAULT_STORE = "sqlite:///subgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -90,3 +93,22 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
+
+
+def check_schema(url: str, *, migrate: bool) -> None:
+    """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked)."""
+    engine = make_engine(url)
+    try:
+        current, head = schema_status(engine)
+    finally:
+        engine.dispose()
+    if current == head:
+        return
+    if migrate:
+        _log.info("migrating the store from %s to %s", current or "an empty database", head)
+        upgrade(url)
+        return
+    raise SchemaOutOfDate(
+        f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs {head}; "
+        "run 'subgate db upgrade' (or start with --migrate)"
+    )

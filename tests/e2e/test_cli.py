@@ -185,8 +185,8 @@ def test_signals_stop_the_server_cleanly(sqlite_url, tmp_path, signum):
 
 # -- users -------------------------------------------------------------------------------------------------------
 def test_users_add_list_remove(sqlite_url, tmp_path):
-    from subgate.gateway.passwords import verify_password
     from subgate.storage.db import make_engine, session_factory
+    from subgate.storage.passwords import verify_password
     from subgate.storage.principals import find_principal
 
     runner = CliRunner()

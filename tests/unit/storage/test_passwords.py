@@ -1,4 +1,4 @@
-"""gateway.passwords: PBKDF2 hashes round-trip, reject wrong passwords and never raise on bad encodings."""
+"""storage.passwords: PBKDF2 hashes round-trip, reject wrong passwords and never raise on bad encodings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from subgate.gateway.passwords import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_BYTES, hash_password, verify_password
+from subgate.storage.passwords import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_BYTES, hash_password, verify_password
 
 FAST = 1_000  # keeps the suite quick; the default cost is exercised once below
 
