@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import click
 
 from subgate.cli.options import ListenAddress, config_option, resolve_store, split_address, store_cli_errors, with_store
 from subgate.cli.permissions import grants, roles
+from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
@@ -45,153 +47,7 @@ main.add_command(topics)
     show_envvar=True,
     help="SQLAlchemy URL of the store (default: SQLite file subgate.db here).",
 )
-@click.option(
-    "--name",
-    default="subgate",
-    envvar="SUBGATE_NAME",
-    show_default=True,
-    show_envvar=True,
-    help="Server name (the container-id it opens connections with).",
-)
-@click.option(
-    "--allow-anonymous/--no-allow-anonymous",
-    default=None,
-    envvar="SUBGATE_ALLOW_ANONYMOUS",
-    show_envvar=True,
-    help="SASL ANONYMOUS (default: allowed only while no user exists).",
-)
-@click.option(
-    "--auto-create/--no-auto-create",
-    default=True,
-    envvar="SUBGATE_AUTO_CREATE",
-    show_default=True,
-    show_envvar=True,
-    help="Create queues and topics on first use.",
-)
-@click.option(
-    "--default-node-type",
-    type=click.Choice(["queue", "topic"]),
-    default="queue",
-    envvar="SUBGATE_DEFAULT_NODE_TYPE",
-    show_default=True,
-    show_envvar=True,
-    help="Node type for a new address whose attach names none.",
-)
-@click.option(
-    "--credit-window",
-    type=click.IntRange(1, 1_000_000),
-    default=1000,
-    envvar="SUBGATE_CREDIT_WINDOW",
-    show_default=True,
-    show_envvar=True,
-    help="Credit granted to each publisher link.",
-)
-@click.option(
-    "--max-message-size",
-    type=click.IntRange(1024),
-    default=10 * 1024 * 1024,
-    envvar="SUBGATE_MAX_MESSAGE_SIZE",
-    show_default=True,
-    show_envvar=True,
-)
-@click.option(
-    "--max-frame-size",
-    type=click.IntRange(512),
-    default=1024 * 1024,
-    envvar="SUBGATE_MAX_FRAME_SIZE",
-    show_default=True,
-    show_envvar=True,
-)
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(0),
-    default=60.0,
-    envvar="SUBGATE_IDLE_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds; half of it is advertised to peers.",
-)
-@click.option(
-    "--journal-non-persistent/--no-journal-non-persistent",
-    default=False,
-    envvar="SUBGATE_JOURNAL_NON_PERSISTENT",
-    show_default=True,
-    show_envvar=True,
-    help="Also journal messages sent without header.durable.",
-)
-@click.option(
-    "--reconnect-timeout",
-    type=click.FloatRange(0),
-    default=60.0,
-    envvar="SUBGATE_RECONNECT_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a connection lost without a close frame keeps its remove-with-session registrations.",
-)
-@click.option(
-    "--missing-topic-timeout",
-    type=click.FloatRange(0.01),
-    default=10.0,
-    envvar="SUBGATE_MISSING_TOPIC_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a subscribe or fetch waits for a silent missing-topic handler before it proceeds.",
-)
-@click.option(
-    "--policy-refresh",
-    type=click.FloatRange(0.1),
-    default=2.0,
-    envvar="SUBGATE_POLICY_REFRESH",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds between re-reads of users, roles and grants from the store.",
-)
-@click.option(
-    "--page-messages",
-    type=click.IntRange(0),
-    default=2000,
-    envvar="SUBGATE_PAGE_MESSAGES",
-    show_default=True,
-    show_envvar=True,
-    help="Messages a durable queue or subscription keeps in memory; the rest is read from the journal as "
-    "consumers get there (0: keep everything in memory).",
-)
-@click.option(
-    "--max-connections",
-    type=click.IntRange(1),
-    default=10000,
-    envvar="SUBGATE_MAX_CONNECTIONS",
-    show_default=True,
-    show_envvar=True,
-    help="Open connections in all; a client over the limit is refused with a reason.",
-)
-@click.option(
-    "--max-connections-per-address",
-    type=click.IntRange(1),
-    default=1000,
-    envvar="SUBGATE_MAX_CONNECTIONS_PER_ADDRESS",
-    show_default=True,
-    show_envvar=True,
-    help="Open connections from one IP address.",
-)
-@click.option(
-    "--handshake-timeout",
-    type=click.FloatRange(0.1),
-    default=10.0,
-    envvar="SUBGATE_HANDSHAKE_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds from accept to the end of SASL and the client's open; slower clients are disconnected.",
-)
-@click.option(
-    "--frame-timeout",
-    type=click.FloatRange(0.1),
-    default=30.0,
-    envvar="SUBGATE_FRAME_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a frame may take to arrive whole once it has begun.",
-)
+@settings_options
 @click.option(
     "--migrate/--no-migrate",
     default=False,
@@ -208,80 +64,8 @@ main.add_command(topics)
     show_default=True,
     show_envvar=True,
 )
-@click.option(
-    "--memory-limit-messages",
-    type=click.IntRange(0),
-    default=100_000,
-    envvar="SUBGATE_MEMORY_LIMIT_MESSAGES",
-    show_default=True,
-    show_envvar=True,
-    help="Messages not in the journal (non-persistent ones, any on a temporary queue or non-durable "
-    "subscription) a queue may hold in memory (0: no limit).",
-)
-@click.option(
-    "--memory-limit-bytes",
-    type=click.IntRange(0),
-    default=64 * 1024 * 1024,
-    envvar="SUBGATE_MEMORY_LIMIT_BYTES",
-    show_default=True,
-    show_envvar=True,
-    help="Bytes of such messages a queue may hold in memory (0: no limit).",
-)
-@click.option(
-    "--memory-full-policy",
-    type=click.Choice(["block", "fail"]),
-    default="block",
-    envvar="SUBGATE_MEMORY_FULL_POLICY",
-    show_default=True,
-    show_envvar=True,
-    help="A queue at its memory limit: block (no more credit for its publishers until it drains) or fail "
-    "(reject further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
-)
-@click.option(
-    "--anycast-prefixes",
-    default="queue://",
-    envvar="SUBGATE_ANYCAST_PREFIXES",
-    show_default=True,
-    show_envvar=True,
-    help="Comma-separated address prefixes that name a queue (as Artemis' anycastPrefix); '' for none.",
-)
-@click.option(
-    "--multicast-prefixes",
-    default="topic://",
-    envvar="SUBGATE_MULTICAST_PREFIXES",
-    show_default=True,
-    show_envvar=True,
-    help="Comma-separated address prefixes that name a topic (as Artemis' multicastPrefix); '' for none.",
-)
-def serve(
-    listen: str,
-    store: str | None,
-    name: str,
-    allow_anonymous: bool | None,
-    auto_create: bool,
-    default_node_type: str,
-    credit_window: int,
-    max_message_size: int,
-    max_frame_size: int,
-    idle_timeout: float,
-    journal_non_persistent: bool,
-    reconnect_timeout: float,
-    missing_topic_timeout: float,
-    policy_refresh: float,
-    page_messages: int,
-    max_connections: int,
-    max_connections_per_address: int,
-    handshake_timeout: float,
-    frame_timeout: float,
-    migrate: bool,
-    log_level: str,
-    memory_limit_messages: int,
-    memory_limit_bytes: int,
-    memory_full_policy: str,
-    anycast_prefixes: str,
-    multicast_prefixes: str,
-) -> None:
-    """Run the server."""
+def serve(listen: str, store: str | None, migrate: bool, log_level: str, **settings_params: Any) -> None:
+    """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""
     from subgate.gateway.server import serve as run_server
 
     logging.basicConfig(
@@ -290,31 +74,7 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     host, port = split_address(listen)
     settings = Settings(
-        listen_host=host,
-        listen_port=port,
-        store_url=resolve_store(store),
-        name=name,
-        allow_anonymous=allow_anonymous,
-        auto_create=auto_create,
-        default_node_type=default_node_type,
-        credit_window=credit_window,
-        max_message_size=max_message_size,
-        max_frame_size=max_frame_size,
-        idle_timeout=idle_timeout,
-        journal_non_persistent=journal_non_persistent,
-        reconnect_timeout=reconnect_timeout,
-        missing_topic_timeout=missing_topic_timeout,
-        policy_refresh_interval=policy_refresh,
-        page_messages=page_messages,
-        max_connections=max_connections,
-        max_connections_per_address=max_connections_per_address,
-        handshake_timeout=handshake_timeout,
-        frame_timeout=frame_timeout,
-        memory_limit_messages=memory_limit_messages,
-        memory_limit_bytes=memory_limit_bytes,
-        memory_full_policy=memory_full_policy,
-        anycast_prefixes=_prefixes(anycast_prefixes),
-        multicast_prefixes=_prefixes(multicast_prefixes),
+        listen_host=host, listen_port=port, store_url=resolve_store(store), **settings_values(settings_params)
     )
     try:
         with store_cli_errors(settings.store_url):
@@ -322,10 +82,6 @@ def serve(
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
-
-
-def _prefixes(value: str) -> tuple[str, ...]:
-    return tuple(prefix.strip() for prefix in value.split(",") if prefix.strip())
 
 
 # -- db ---------------------------------------------------------------------------------------------------------
