@@ -446,19 +446,22 @@ class Broker:
         if state is None or state.closed:
             return
         try:
-            check_link_name(peer_text("attach name", lambda: link.name))
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
         except Refused as refusal:
-            # The answer to an attach must repeat its name, and this one would not fit in a frame the client
-            # takes (or cannot be read): the session ends with the error instead, and the connection goes on.
-            log.info("ending a session of %s: %s", state.container_id, refusal.description)
-            session = link.session
-            session.condition = Condition(refusal.condition, refusal.description)
-            session.close()
-            return
+            if refusal.condition == INVALID_FIELD:  # too long: no detach repeating it would fit the client's frames
+                log.info("closing the connection of %s: %s", state.container_id, refusal.description)
+                connection = link.connection
+                connection.condition = Condition(refusal.condition, refusal.description)
+                connection.close()
+                end_after_output(connection)
+                return
         self._attach(link, state, consult_handlers=True)
 
     def _attach(self, link: Link, state: ConnectionState, *, consult_handlers: bool) -> None:
         try:
+            # A name that is not text is refused like any other attach: proton echoes the name it holds as
+            # bytes, so the refusal needs no decoded copy of it.
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
             if link.is_receiver:
                 self._open_publisher(link, state)
             else:
@@ -474,7 +477,7 @@ class Broker:
             refuse_attach(link, INTERNAL_ERROR, "internal error while attaching")
 
     def _open_publisher(self, link: Link, state: ConnectionState) -> None:
-        target = self._unprefixed(read_terminus(link.remote_target))
+        target = self._unprefixed(peer_text("attach target", lambda: read_terminus(link.remote_target)))
         check_terminus(target.address, len(target.capabilities))
         if target.coordinator:
             coordinator = CoordinatorLink(link, state)
@@ -527,7 +530,7 @@ class Broker:
         accept_attach(link)
 
     def _open_consumer(self, link: Link, state: ConnectionState, *, consult_handlers: bool = True) -> None:
-        source = self._unprefixed(read_terminus(link.remote_source))
+        source = self._unprefixed(peer_text("attach source", lambda: read_terminus(link.remote_source)))
         if not source.present:
             self._open_lookup(link, state)
             return

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Condition, Data, DataException, Link, Terminus, symbol
+from proton import Condition, Data, Link, Terminus, symbol
 
 from subgate.mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
-from subgate.mapping.names import MAX_CAPABILITIES, MAX_NAME_LENGTH, bounded
+from subgate.mapping.names import MAX_NAME_LENGTH, bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,15 +170,13 @@ def _holds_value(data: Data) -> bool:
 
 
 def _echo_if_small(local: Terminus, remote: Terminus) -> None:
-    """Copy the peer's terminus, unless it is too big to echo (an address over the name limit, too many
-    capabilities, any filter) or not readable text: then an empty terminus of the same type."""
+    """Echo the peer's other terminus as its type and address only, and only a readable address within the name
+    limit: the rest of a refused attach's terminus (capabilities, filters, properties) is never copied, so nothing
+    the peer sent is re-encoded on the way out."""
+    local.type = remote.type
     try:
         address = remote.address
-        small = (address is None or len(address) <= MAX_NAME_LENGTH) and not _holds_value(remote.filter)
-        small = small and len(_symbols(remote.capabilities)) <= MAX_CAPABILITIES
-    except (UnicodeDecodeError, DataException):
-        small = False
-    if small:
-        local.copy(remote)
-    else:
-        local.type = remote.type
+    except UnicodeDecodeError:
+        return
+    if address is not None and len(address) <= MAX_NAME_LENGTH:
+        local.address = address
