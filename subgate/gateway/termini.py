@@ -5,12 +5,13 @@ Owns every touch of ``proton.Terminus`` fields; the rest of the gateway sees str
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proton import Condition, Data, Link, Terminus, symbol
 
 from subgate.mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
-from subgate.mapping.names import MAX_NAME_LENGTH, bounded
+from subgate.mapping.names import MAX_CAPABILITIES, MAX_NAME_LENGTH, bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +30,21 @@ class TerminusRequest:
 
 
 def _symbols(data: Data) -> frozenset[str]:
+    return frozenset(_symbol_list(data))
+
+
+def _symbol_list(data: Data) -> list[str]:
+    """A symbol or array of symbols, in the peer's order."""
     data.rewind()
     if not data.next():
-        return frozenset()
+        return []
     value = data.get_object()
     if isinstance(value, str):
-        return frozenset([str(value)])
+        return [str(value)]
     elements = getattr(value, "elements", None)
     if elements is None and isinstance(value, (list, tuple)):
         elements = value
-    return frozenset(str(v) for v in (elements or ()))
+    return [str(v) for v in (elements or ())]
 
 
 def _filters(data: Data) -> dict[str, tuple[object, object]]:
@@ -99,13 +105,80 @@ def read_terminus(terminus: Terminus) -> TerminusRequest:
 
 
 def set_capabilities(terminus: Terminus, capabilities: list[str]) -> None:
-    data = terminus.capabilities
+    _put_symbols(terminus.capabilities, capabilities)
+
+
+def _put_symbols(data: Data, values: list[str]) -> None:
     data.clear()
+    if not values:
+        return
     data.put_array(False, Data.SYMBOL)
     data.enter()
-    for capability in capabilities:
-        data.put_symbol(symbol(capability))
+    for value in values:
+        data.put_symbol(symbol(value))
     data.exit()
+
+
+# What a peer's malformed field can raise while it is read back into Python values.
+_UNREADABLE = (UnicodeDecodeError, TypeError, ValueError, KeyError, OverflowError, RecursionError, AttributeError)
+
+
+def echo_terminus(local: Terminus, remote: Terminus) -> None:
+    """Write the peer's terminus back field by field (mapping doc §2.5): type, address, durable, expiry-policy,
+    timeout, dynamic, distribution-mode, capabilities, outcomes and, for a dynamic node, its properties.
+
+    Every value is read into Python and written fresh; nothing is copied between proton's buffers
+    (``Terminus.copy`` of a peer's terminus let proton-c write freed bytes under load: a SIGSEGV found by the
+    deep fuzz run). A terminus the broker did not check (the target of a consumer, say) is echoed within the
+    same bounds as a checked one: what is unreadable or over-long is left out, never failed on. Filters are
+    not echoed here: a consumer's reply carries only the filters applied (``put_filters``). default-outcome
+    cannot be echoed: proton-c always writes it as null."""
+    local.type = remote.type
+    if remote.type == Terminus.UNSPECIFIED:
+        return
+    _put_symbols(local.capabilities, _bounded_symbols(remote.capabilities, MAX_CAPABILITIES))
+    if remote.type == Terminus.COORDINATOR:
+        return
+    address = _readable(lambda: remote.address)
+    if isinstance(address, str) and len(address) <= MAX_NAME_LENGTH:
+        local.address = address
+    local.durability = remote.durability
+    local.expiry_policy = remote.expiry_policy
+    local.timeout = remote.timeout
+    local.dynamic = remote.dynamic
+    local.distribution_mode = remote.distribution_mode
+    _put_symbols(local.outcomes, _bounded_symbols(remote.outcomes, MAX_CAPABILITIES))
+    if remote.dynamic:
+        _echo_properties(local.properties, remote.properties)
+
+
+def _readable(read: Callable[[], object]) -> object:
+    try:
+        return read()
+    except _UNREADABLE:
+        return None
+
+
+def _bounded_symbols(data: Data, limit: int) -> list[str]:
+    values = _readable(lambda: _symbol_list(data))
+    if not isinstance(values, list) or len(values) > limit:
+        return []
+    return list(dict.fromkeys(values))  # the peer's order, each once
+
+
+def _echo_properties(local: Data, remote: Data) -> None:
+    local.clear()
+
+    def read() -> object:
+        remote.rewind()
+        return remote.get_object() if remote.next() else None
+
+    value = _readable(read)
+    if isinstance(value, dict) and len(value) <= MAX_CAPABILITIES:
+        try:
+            local.put_object(value)
+        except _UNREADABLE:
+            local.clear()  # a property map that cannot be written back is left out of the echo
 
 
 def mirror_settle_modes(link: Link) -> None:
@@ -115,8 +188,8 @@ def mirror_settle_modes(link: Link) -> None:
 
 def accept_attach(link: Link, address: str | None = None) -> None:
     """Answer an attach by echoing the peer's termini (with the resolved address when given)."""
-    link.source.copy(link.remote_source)
-    link.target.copy(link.remote_target)
+    echo_terminus(link.source, link.remote_source)
+    echo_terminus(link.target, link.remote_target)
     if address is not None:
         (link.source if link.is_sender else link.target).address = address
     mirror_settle_modes(link)
@@ -125,8 +198,8 @@ def accept_attach(link: Link, address: str | None = None) -> None:
 
 def accept_consumer(link: Link, address: str | None, selector: str | None, no_local: bool) -> None:
     """Answer a consumer attach: echo the source with the filters we apply (and the assigned address)."""
-    link.source.copy(link.remote_source)
-    link.target.copy(link.remote_target)
+    echo_terminus(link.source, link.remote_source)
+    echo_terminus(link.target, link.remote_target)
     if address is not None:
         link.source.address = address
     put_filters(link.source, selector, no_local)
@@ -144,7 +217,7 @@ def answer_lookup(link: Link, topic: str, capabilities: list[str], selector: str
     source.distribution_mode = Terminus.DIST_MODE_COPY
     set_capabilities(source, capabilities)
     put_filters(source, selector, no_local)
-    link.target.copy(link.remote_target)
+    echo_terminus(link.target, link.remote_target)
     mirror_settle_modes(link)
     link.open()
 
