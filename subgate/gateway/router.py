@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from subgate.gateway import codec
@@ -18,7 +19,7 @@ from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
 from subgate.gateway.topic_space import TopicSpace
 from subgate.mapping.addresses import QUEUE, NodeDecision, resolve_node
-from subgate.storage.journal import JournalWriter
+from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.records import Catalog, NewMessage
 
 log = logging.getLogger("subgate.router")
@@ -73,6 +74,36 @@ class Router:
             settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
         )
 
+    # -- the journal, for the reactor's handlers ------------------------------------------------------------
+    def journal_message(self, record: NewMessage, token: object) -> None:
+        """Hand a message's row to the journal writer; ``token`` comes back in its ``BatchResult``."""
+        self._uncommitted.append(record.id)
+        self.writer.submit_message(record, token)
+
+    def journal_transaction(self, records: list[NewMessage], acks: list[tuple[int, int]], token: object) -> None:
+        self.writer.submit_transaction(records, acks, token)
+
+    def journal_barrier(self, token: Callable[[BaseException | None], None]) -> None:
+        """``token`` is called back once every write handed over before it is committed."""
+        self.writer.submit_barrier(token)
+
+    def claim(self, result: BatchResult) -> BatchResult:
+        """The tokens of a result the writer handed back (on the reactor thread: tokens never cross threads)."""
+        return self.writer.claim(result)
+
+    def submit_removal_registration(self, row_id: int, branch: str, container_id: str | None, link_name: str) -> None:
+        self.writer.submit_removal_registration(row_id, branch, container_id, link_name)
+
+    def submit_drop_removal_registration(self, row_id: int) -> None:
+        self.writer.submit_drop_removal_registration(row_id)
+
+    def record_low_water(self) -> None:
+        """Write the low-water mark of each durable queue acknowledged since the last time (the housekeeping)."""
+        for cursor, queue in self.tracked.values():
+            if cursor.acks_since_low_water:
+                self.writer.submit_low_water(cursor.cursor_id, self.safe_low_water(queue))
+                cursor.acks_since_low_water = 0
+
     # -- journal commits -----------------------------------------------------------------------------------
     def submitted(self, seq: int) -> None:
         self._uncommitted.append(seq)
@@ -107,6 +138,12 @@ class Router:
         self.tracked.pop(cursor.cursor_id, None)
 
     # -- nodes ---------------------------------------------------------------------------------------------
+    def node(self, address: str) -> Node | None:
+        return self.nodes.get(address)
+
+    def all_nodes(self) -> list[Node]:
+        return list(self.nodes.values())
+
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
         existing = self.nodes.get(address)
         return resolve_node(
