@@ -14,9 +14,13 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from proton import Link
 
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.selection import compile_selector
+from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.gateway import management
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import (
@@ -29,10 +33,9 @@ from subgate.gateway.consumers import (
 )
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState, Lookup, Outbound
-from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.gateway.peer_fields import peer_text
 from subgate.gateway.publish import Publishing
 from subgate.gateway.router import Router
-from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
 from subgate.gateway.termini import (
@@ -44,17 +47,18 @@ from subgate.gateway.termini import (
     refuse_attach,
 )
 from subgate.gateway.topic_control import CONTROL_PREFIX, FETCH, SUBSCRIBE, TopicControl, handler_path, removal_branch
-from subgate.gateway.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.mapping.addresses import (
     QUEUE,
+    TEMPORARY_PREFIX,
     TOPIC,
     dynamic_kind,
     kind_from_capabilities,
     split_fqqn,
     temporary_address,
 )
-from subgate.mapping.errors import INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
+from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
 from subgate.mapping.filters import FilterRequest, read_filters
+from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.permissions import Permission
 from subgate.mapping.selectors import SelectorError
 from subgate.mapping.subscriptions import (
@@ -115,24 +119,31 @@ class Attacher:
     def attach(self, link: Link, state: ConnectionState, *, consult_handlers: bool = True) -> None:
         """The peer attached ``link``: open our side as the link kind it asks for, or refuse it."""
         try:
+            # A name that is not text is refused like any other attach: proton echoes the name it holds as
+            # bytes, so the refusal needs no decoded copy of it.
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
             if link.is_receiver:
                 self._open_publisher(link, state)
             else:
                 self._open_consumer(link, state, consult_handlers=consult_handlers)
         except Refused as refusal:
-            log.info("refused attach %r from %s: %s", link.name, state.container_id, refusal.description)
+            log.info("refused attach from %s: %s", state.container_id, refusal.description)
             refuse_attach(link, refusal.condition, refusal.description)
         except TopicsError as exc:
             description = f"invalid topic selector: {exc}"
-            log.info("refused attach %r from %s: %s", link.name, state.container_id, description)
+            log.info("refused attach from %s: %s", state.container_id, description)
             refuse_attach(link, INVALID_FIELD, description)
+        except UnicodeDecodeError:  # a field of the attach that is not text, read where nobody expected it
+            log.info("refused attach from %s: a field is not valid text", state.container_id)
+            refuse_attach(link, DECODE_ERROR, "a field of the attach is not valid text")
         except Exception:
             log.exception("attach %r failed", link.name)
             refuse_attach(link, INTERNAL_ERROR, "internal error while attaching")
 
     # -- our receivers ---------------------------------------------------------------------------------------
     def _open_publisher(self, link: Link, state: ConnectionState) -> None:
-        target = read_terminus(link.remote_target)
+        target = self._unprefixed(peer_text("attach target", lambda: read_terminus(link.remote_target)))
+        check_terminus(target.address, len(target.capabilities))
         if target.coordinator:
             coordinator = self.pipeline.open_coordinator(link, state)
             state.adopt(coordinator)
@@ -148,7 +159,7 @@ class Attacher:
         if service:
             self.authority.check(state, Permission.CONTROL_SERVER)
         if target.dynamic:
-            node = self._create_temporary(target)
+            node = self._create_temporary(target, state)
         elif target.present and address and not service:
             node = self._node(state, address, target.capabilities, Permission.UPDATE_TOPIC)
         inbound = self.pipeline.open_publisher(link, state, node)
@@ -163,7 +174,7 @@ class Attacher:
     def _node(self, state: ConnectionState, address: str, capabilities: frozenset[str], permission: Permission) -> Node:
         """The node an attach names (created when the rules allow), once the connection may use it so."""
         decision = self.router.decide(address, kind_from_capabilities(capabilities))
-        if permission is Permission.READ_TOPIC and decision.kind == TOPIC:
+        if permission is Permission.READ_TOPIC and decision.kind == TOPIC and not address.startswith(TEMPORARY_PREFIX):
             self.authority.check(state, Permission.SELECT_TOPIC, address)
         self.authority.check_node(state, permission, decision)
         node = self.router.node_for(decision)
@@ -186,15 +197,17 @@ class Attacher:
         accept_attach(link)
 
     def _open_consumer(self, link: Link, state: ConnectionState, *, consult_handlers: bool) -> None:
-        source = read_terminus(link.remote_source)
+        source = self._unprefixed(peer_text("attach source", lambda: read_terminus(link.remote_source)))
         if not source.present:
             self._open_lookup(link, state)
             return
+        check_terminus(source.address, len(source.capabilities))
         address = source.address or ""
         if address.startswith(CONTROL_PREFIX):
             self._open_handler(link, state, address)
             return
         filters = read_filters(source.filters)
+        check_selector(filters.selector)
         fqqn = None if source.dynamic else split_fqqn(address)
         if fqqn is not None:
             self._open_subscription_browser(link, state, source, fqqn, filters)
@@ -212,7 +225,7 @@ class Attacher:
                 self._open_selector_consumer(link, state, source, selector, filters)
                 return
         if source.dynamic:
-            node = self._create_temporary(source)
+            node = self._create_temporary(source, state)
         elif not address:
             raise Refused(INVALID_FIELD, "a source address is required")
         else:
@@ -331,12 +344,25 @@ class Attacher:
         capabilities = lookup_source_capabilities(key, sub.kind)
         answer_lookup(link, details.topic, capabilities, details.selector, details.no_local)
 
-    def _create_temporary(self, terminus: TerminusRequest) -> Node:
-        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it."""
+    def _create_temporary(self, terminus: TerminusRequest, owner: ConnectionState) -> Node:
+        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it,
+        and only ``owner`` may receive from it."""
         kind = dynamic_kind(terminus.capabilities)
         node = self.router.create(temporary_address(kind, uuid.uuid4().hex), kind, durable=False)
+        self.authority.own_temporary(node.name, owner)
         self.housekeeping.watch_node(node)
         return node
+
+    def _unprefixed(self, terminus: TerminusRequest) -> TerminusRequest:
+        """The terminus with its address's routing prefix (``topic://``, ``queue://``: mapping.names) turned into
+        the capability of the node type it names; what the client sent is still what the attach echoes."""
+        if not terminus.address:
+            return terminus
+        settings = self.settings
+        address, kind = split_prefix(terminus.address, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None:
+            return terminus
+        return replace(terminus, address=address, capabilities=terminus.capabilities | {kind})
 
     # -- attaches held for the missing-topic handlers --------------------------------------------------------
     def _hold_if_missing(

@@ -26,6 +26,7 @@ from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Delivery, Endpoint
 from proton.reactor import Container
 
+from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.attach import Attacher
 from subgate.gateway.authority import Authority
 from subgate.gateway.completions import Completions
@@ -33,7 +34,6 @@ from subgate.gateway.guard import guarded
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
-from subgate.gateway.nodes import Queue, Topic
 from subgate.gateway.publish import Publishing
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
@@ -42,6 +42,7 @@ from subgate.gateway.topic_admin import TopicAdmin
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.outcomes import settle_outcome
 from subgate.mapping.permissions import Policy
+from subgate.storage.journal import JournalWriter
 
 log = logging.getLogger("subgate.broker")
 
@@ -52,7 +53,13 @@ class Broker:
     """The container's handler (see the module docstring)."""
 
     def __init__(
-        self, settings: Settings, router: Router, container: Container, subscriptions: Subscriptions | None = None
+        self,
+        settings: Settings,
+        router: Router,
+        container: Container,
+        subscriptions: Subscriptions | None = None,
+        *,
+        journal: JournalWriter,
     ) -> None:
         subscriptions = subscriptions or Subscriptions(router)
         self.connections = Connections()
@@ -64,10 +71,16 @@ class Broker:
             settings.missing_topic_timeout,
             self.housekeeping.schedule,
             lambda branch: self.lifecycle.remove_branch(branch),
-            journal=router,
+            journal=journal,
         )
         self.lifecycle = Lifecycle(
-            settings.name, router, subscriptions, lambda: self.control, self.housekeeping, self.connections
+            settings.name,
+            router,
+            subscriptions,
+            lambda: self.control,
+            self.housekeeping,
+            self.connections,
+            self.authority,
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
         self.pipeline = Publishing(
@@ -83,7 +96,7 @@ class Broker:
             self.housekeeping,
             self.lifecycle,
         )
-        self.completions = Completions(router, self.pipeline)
+        self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread
 
     # -- verbs for the server --------------------------------------------------------------------------------
     def use_policy(self, policy: Policy, refresh: Callable[[], None] | None = None) -> None:
@@ -161,7 +174,7 @@ class Broker:
     def on_link_remote_open(self, event: Any) -> None:
         link = event.link
         state = connection_state(link.connection)
-        if state is not None:
+        if state is not None and self.lifecycle.link_name_fits(link, state):
             self.attacher.attach(link, state)
 
     @guarded

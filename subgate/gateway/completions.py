@@ -1,7 +1,7 @@
 """Journal results back on the reactor thread.
 
 Owns the ``journal_committed`` application event: the writer thread hands over a ``BatchResult`` of tickets,
-``Router.claim`` turns them back into the tokens (which never left this thread, docs/threading.md), and each
+``JournalWriter.claim`` turns them back into the tokens (which never left this thread, docs/threading.md), and each
 token goes to its owner: a ``Publication`` to the publish pipeline (``gateway.publish``), any other token
 (a transaction's discharge, a page read, the shutdown barrier) is a callable, called with the error or None.
 Publishers whose messages were committed get their credit back once per batch.
@@ -11,21 +11,20 @@ from __future__ import annotations
 
 from subgate.gateway.links import Inbound
 from subgate.gateway.publish import Publication, Publishing
-from subgate.gateway.router import Router
-from subgate.storage.journal import BatchResult
+from subgate.storage.journal import BatchResult, JournalWriter
 
 
 class Completions:
     """Dispatches one claimed journal result (see the module docstring)."""
 
-    __slots__ = ("router", "pipeline")
+    __slots__ = ("journal", "pipeline")
 
-    def __init__(self, router: Router, pipeline: Publishing) -> None:
-        self.router = router
+    def __init__(self, journal: JournalWriter, pipeline: Publishing) -> None:
+        self.journal = journal
         self.pipeline = pipeline
 
     def on_result(self, handed_over: BatchResult) -> None:
-        result = self.router.claim(handed_over)
+        result = self.journal.claim(handed_over)
         pipeline = self.pipeline
         touched: set[Inbound] = set()
         for token in result.tokens:

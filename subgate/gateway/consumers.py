@@ -10,7 +10,7 @@ Owns what differs between consumers once they are attached (``gateway.attach`` m
   leaves the topic tree.
 * ``FetchConsumer``: capability ``fetch``, the current values of the matching topics once, then closed.
 * ``BrowserConsumer``: distribution-mode copy on a queue (or a subscription's queue): pre-settled copies as far
-  as its credit goes (``gateway.browsing``), the messages stay.
+  as its credit goes (``engine.browsing``), the messages stay.
 
 The hot path (delivering, settling) is the base class's, ``gateway.links.Outbound``.
 """
@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from proton import Condition, Link
 
-from subgate.gateway.browsing import Browser
+from subgate.engine.browsing import Browser
+from subgate.engine.nodes import Message, Queue
 from subgate.gateway.links import ConnectionState, LinkState, Outbound
-from subgate.gateway.nodes import Message, Queue
 from subgate.mapping.errors import INTERNAL_ERROR
 
 if TYPE_CHECKING:
+    from subgate.engine.topic_space import SelectorSubscription, TopicSpace
     from subgate.gateway.subscriptions import Subscription, Subscriptions
-    from subgate.gateway.topic_space import SelectorSubscription, TopicSpace
     from subgate.gateway.transacting import Transacting
 
 log = logging.getLogger("subgate.consumers")
@@ -138,7 +138,7 @@ class FetchConsumer(Outbound):
 
 
 class BrowserConsumer(Outbound):
-    """A browser: pre-settled copies of a queue's messages, which stay on it (``gateway.browsing``)."""
+    """A browser: pre-settled copies of a queue's messages, which stay on it (``engine.browsing``)."""
 
     __slots__ = ("browser", "closer")
 

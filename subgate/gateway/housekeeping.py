@@ -14,9 +14,9 @@ from typing import Any
 
 from proton.reactor import Container
 
+from subgate.engine.nodes import Queue, Topic, now_ms
 from subgate.gateway.guard import guarded
 from subgate.gateway.links import LinkState
-from subgate.gateway.nodes import Queue, Topic, now_ms
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 

@@ -15,22 +15,30 @@ from typing import Any
 
 from proton import Condition, Endpoint, Link, symbol
 
+from subgate.engine.nodes import Queue, Topic
+from subgate.gateway.authority import Authority
 from subgate.gateway.channels import connection_channel, end_after_output
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState
-from subgate.gateway.nodes import Queue, Topic
-from subgate.gateway.peer_fields import read_open
+from subgate.gateway.peer_fields import peer_text, read_open
 from subgate.gateway.router import Router
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.gateway.topic_control import TopicControl
-from subgate.mapping.errors import INVALID_FIELD, RESOURCE_LIMIT, Refused
+from subgate.mapping.errors import (
+    CONNECTION_ESTABLISHMENT_FAILED,
+    CONNECTION_FORCED,
+    INVALID_FIELD,
+    RESOURCE_DELETED,
+    RESOURCE_LIMIT,
+    Refused,
+)
+from subgate.mapping.names import check_link_name
 
 log = logging.getLogger("subgate.broker")
 
 VERSION = "0.1.0"
 OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
 SOLE_CONNECTION = "sole-connection-for-container"
-RESOURCE_DELETED = "amqp:resource-deleted"
 SESSION_CAPACITY = 64 * 1024 * 1024
 
 Node = Queue | Topic
@@ -95,6 +103,7 @@ class Lifecycle:
         control: Callable[[], TopicControl],
         housekeeping: Housekeeping,
         connections: Connections,
+        authority: Authority,
     ) -> None:
         self.name = settings_name
         self.router = router
@@ -102,6 +111,7 @@ class Lifecycle:
         self._control = control
         self.housekeeping = housekeeping
         self.connections = connections
+        self.authority = authority
         self.stopping = False
         self.on_stopped: Callable[[], None] | None = None
 
@@ -145,7 +155,7 @@ class Lifecycle:
             log.info("refusing connection: container-id %r already connected", container_id)
 
             def already_connected() -> None:
-                connection.properties = {symbol("amqp:connection-establishment-failed"): True}
+                connection.properties = {symbol(CONNECTION_ESTABLISHMENT_FAILED): True}
                 refuse_connection(
                     connection,
                     INVALID_FIELD,
@@ -155,7 +165,7 @@ class Lifecycle:
 
             return already_connected
         if self.stopping:
-            return lambda: refuse_connection(connection, "amqp:connection:forced", "server shutting down")
+            return lambda: refuse_connection(connection, CONNECTION_FORCED, "server shutting down")
         return None
 
     def connection_ended(self, connection: Any, *, abrupt: bool) -> None:
@@ -168,6 +178,21 @@ class Lifecycle:
         self._control().connection_ended(state, abrupt=abrupt)
         self.end_links(list(state.links))
         state.links.clear()
+
+    def link_name_fits(self, link: Link, state: ConnectionState) -> bool:
+        """A link name too long for a detach repeating it to fit the client's frames closes the connection
+        (with the reason); any other problem with the name is the attach's refusal (``gateway.attach``)."""
+        try:
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
+        except Refused as refusal:
+            if refusal.condition == INVALID_FIELD:
+                log.info("closing the connection of %s: %s", state.container_id, refusal.description)
+                connection = link.connection
+                connection.condition = Condition(refusal.condition, refusal.description)
+                connection.close()
+                end_after_output(connection)
+                return False
+        return True
 
     # -- sessions --------------------------------------------------------------------------------------------
     def session_opened(self, session: Any) -> None:
@@ -229,6 +254,7 @@ class Lifecycle:
 
     # -- nodes -----------------------------------------------------------------------------------------------
     def delete_temporary(self, name: str) -> None:
+        self.authority.forget_temporary(name)
         node = self.router.node(name)
         if node is not None:
             self._delete_nodes([node], lambda gone: f"temporary destination {gone.name!r} was deleted")
@@ -288,7 +314,7 @@ class Lifecycle:
             for state in list(self.connections.open):
                 connection = state.connection
                 if not connection.state & Endpoint.LOCAL_CLOSED:
-                    connection.condition = Condition("amqp:connection:forced", "server shutting down")
+                    connection.condition = Condition(CONNECTION_FORCED, "server shutting down")
                     connection.close()
             self.housekeeping.schedule(0.3, finish)
 

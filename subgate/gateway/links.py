@@ -27,10 +27,11 @@ from cproton import (
 )
 from proton import Condition, Delivery, Link
 
-from subgate.gateway import codec
-from subgate.gateway.nodes import Message, Queue, Topic
-from subgate.gateway.transactions import TRANSACTIONAL_STATE
+from subgate.engine import codec
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
+from subgate.mapping.names import bounded
 from subgate.mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class LinkState:
         return None
 
     def on_unblocked(self, queue: Queue) -> None:
-        """``queue`` drained below its low-water mark after withholding credit (gateway.memory)."""
+        """``queue`` drained below its low-water mark after withholding credit (engine.memory)."""
 
     def on_tick(self) -> None:
         """The housekeeping's periodic pass."""
@@ -159,7 +160,7 @@ class Inbound(LinkState):
 
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
-        full under the policy ``block`` (gateway.memory: the broker tops it up again when the queue drains)."""
+        full under the policy ``block`` (engine.memory: the broker tops it up again when the queue drains)."""
         missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
             node = self.node
@@ -317,7 +318,7 @@ def accept(delivery: Delivery) -> None:
 
 
 def reject(delivery: Delivery, condition: str, description: str) -> None:
-    """Settle a delivery as rejected with an AMQP error."""
-    delivery.local.condition = Condition(condition, description)
+    """Settle a delivery as rejected with an AMQP error (the description bounded: it may quote the message)."""
+    delivery.local.condition = Condition(condition, bounded(description))
     delivery.update(Delivery.REJECTED)
     delivery.settle()

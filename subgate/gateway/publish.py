@@ -6,12 +6,12 @@ Owns the straight chain every published message goes through, on the reactor thr
 1. **receive**: read a complete transfer on a publisher link (size limit, aborted transfers), find its node
    (the link's, or the anonymous relay's ``to``), decode its envelope;
 2. **prepare**: ``Router.prepare`` numbers it and, for a journaled destination, makes its row;
-3. **admit**: a queue's memory limit for messages held outside the journal (``gateway.memory``);
+3. **admit**: a queue's memory limit for messages held outside the journal (``engine.memory``);
 4. **submit**: hand its row to the journal with a ``Publication`` (the one token type of this pipeline), or
    hand the message to its transaction (``gateway.transacting``, which journals and routes at the discharge);
 5. **on_committed**: the journal's answer comes back on the reactor (``gateway.completions``): the commit is
    recorded (low-water marks may pass it), then
-6. **route**: to the queue or the topic's subscriptions (``nodes``), then
+6. **route**: to the queue or the topic's subscriptions (``engine.nodes``), then
 7. **confirm**: the publisher's transfer is accepted (or rejected if its row could not be written) and its
    credit comes back.
 
@@ -26,13 +26,14 @@ from typing import NamedTuple
 
 from proton import Condition, Delivery, Link
 
-from subgate.gateway import codec, management
+from subgate.engine import codec
+from subgate.engine.memory import Answer, Sender, describe
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.gateway import management
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
-from subgate.gateway.memory import Answer, Sender, describe
-from subgate.gateway.nodes import Message, Queue, Topic
 from subgate.gateway.router import Ingest, Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
@@ -47,6 +48,7 @@ from subgate.mapping.errors import (
     RESOURCE_LIMIT,
     Refused,
 )
+from subgate.mapping.names import split_prefix
 from subgate.mapping.permissions import Permission
 
 log = logging.getLogger("subgate.broker")
@@ -155,7 +157,7 @@ class Publishing:
         inbound.top_up()
 
     def _admits(self, queue: Queue, inbound: Inbound) -> bool:
-        """May ``queue`` take one more message that is not in the journal from this publisher (gateway.memory)?
+        """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?
         Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
         discharge, so the transfer itself is rejected."""
         return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
@@ -163,8 +165,11 @@ class Publishing:
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Node:
         if not env.to:
             raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
-        kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest")) if env.annotations else None
-        decision = self.router.decide(env.to, kind)
+        settings = self.settings
+        to, kind = split_prefix(env.to, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None and env.annotations:
+            kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
+        decision = self.router.decide(to, kind)
         self.authority.check_node(state, Permission.UPDATE_TOPIC, decision)
         node = self.router.node_for(decision)
         self.housekeeping.watch_node(node)

@@ -12,15 +12,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from subgate.gateway import codec
-from subgate.gateway.memory import MemoryLimit
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.engine import codec
+from subgate.engine.memory import MemoryLimit
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.ports import JournalPort
+from subgate.engine.records import Catalog, NewMessage
+from subgate.engine.topic_space import TopicSpace
 from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
-from subgate.gateway.topic_space import TopicSpace
-from subgate.mapping.addresses import QUEUE, NodeDecision, resolve_node
-from subgate.storage.journal import BatchResult, JournalWriter
-from subgate.storage.records import Catalog, NewMessage
+from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from subgate.mapping.names import check_new_name
+from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
 
@@ -32,7 +34,7 @@ class JournalCursor:
 
     __slots__ = ("cursor_id", "_writer", "acks_since_low_water")
 
-    def __init__(self, cursor_id: int, writer: JournalWriter) -> None:
+    def __init__(self, cursor_id: int, writer: JournalPort) -> None:
         self.cursor_id = cursor_id
         self._writer = writer
         self.acks_since_low_water = 0
@@ -54,7 +56,7 @@ class Ingest:
 
 
 class Router:
-    def __init__(self, settings: Settings, writer: JournalWriter, catalog: Catalog) -> None:
+    def __init__(self, settings: Settings, writer: JournalPort, catalog: Catalog) -> None:
         self.settings = settings
         self.writer = writer
         self.nodes: dict[str, Node] = {}
@@ -86,16 +88,6 @@ class Router:
     def journal_barrier(self, token: Callable[[BaseException | None], None]) -> None:
         """``token`` is called back once every write handed over before it is committed."""
         self.writer.submit_barrier(token)
-
-    def claim(self, result: BatchResult) -> BatchResult:
-        """The tokens of a result the writer handed back (on the reactor thread: tokens never cross threads)."""
-        return self.writer.claim(result)
-
-    def submit_removal_registration(self, row_id: int, branch: str, container_id: str | None, link_name: str) -> None:
-        self.writer.submit_removal_registration(row_id, branch, container_id, link_name)
-
-    def submit_drop_removal_registration(self, row_id: int) -> None:
-        self.writer.submit_drop_removal_registration(row_id)
 
     def record_low_water(self) -> None:
         """Write the low-water mark of each durable queue acknowledged since the last time (the housekeeping)."""
@@ -145,14 +137,22 @@ class Router:
         return list(self.nodes.values())
 
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
+        """The node ``address`` means, checked as a new node's name when it would be created.
+
+        Raises:
+            Refused: mapping.addresses.resolve_node's refusals, and mapping.names.check_new_name's.
+        """
         existing = self.nodes.get(address)
-        return resolve_node(
+        decision = resolve_node(
             address,
             requested_kind,
             existing.kind if existing is not None else None,
             default_kind=self.settings.default_node_type,
             auto_create=self.settings.auto_create,
         )
+        if decision.create:
+            check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
+        return decision
 
     def node_for(self, decision: NodeDecision) -> Node:
         node = self.nodes.get(decision.address)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.records import SubscriptionRecord
 from subgate.gateway.paging import row_filter
 from subgate.gateway.router import JournalCursor, Router
 from subgate.mapping.subscriptions import (
@@ -24,7 +25,6 @@ from subgate.mapping.subscriptions import (
     queue_name,
     removed_on_detach,
 )
-from subgate.storage.records import SubscriptionRecord
 
 log = logging.getLogger("subgate.subscriptions")
 

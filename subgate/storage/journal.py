@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, update
 
+from subgate.engine.records import NewMessage, PageRead, StoredMessage, SubscriptionRecord
 from subgate.storage.bulk import insert_acks, insert_messages
 from subgate.storage.catalog import read_page
 from subgate.storage.models import (
@@ -41,7 +42,6 @@ from subgate.storage.models import (
     Subscription,
     table_of,
 )
-from subgate.storage.records import NewMessage, PageRead, StoredMessage, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 

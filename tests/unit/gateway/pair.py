@@ -14,11 +14,11 @@ from typing import Any
 
 from proton import Collector, Connection, Delivery, Link, Message, Transport
 
+from subgate.engine.records import Catalog, NewMessage
 from subgate.gateway.broker import Broker
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.storage.journal import BatchResult
-from subgate.storage.records import Catalog, NewMessage
 
 
 class FakeJournal:
@@ -93,7 +93,7 @@ class Pair:
         self.journal = FakeJournal()
         self.router = Router(self.settings, self.journal, Catalog([], [], 0, 0, 0))  # type: ignore[arg-type]
         self.container = FakeContainer()
-        self.broker = Broker(self.settings, self.router, self.container)  # type: ignore[arg-type]
+        self.broker = Broker(self.settings, self.router, self.container, journal=self.journal)  # type: ignore[arg-type]
         self.client = Connection()
         self.client.container = "client-1"
         self.client_transport = Transport()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from proton import Delivery, Terminus
 
+from subgate.engine.nodes import Queue
 from subgate.gateway.consumers import BrowserConsumer, QueueConsumer, SubscriptionConsumer
 from subgate.gateway.links import CoordinatorLink, Inbound
-from subgate.gateway.nodes import Queue
 from subgate.gateway.settings import Settings
 from tests.unit.gateway.pair import Pair, received
 
