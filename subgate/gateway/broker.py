@@ -81,6 +81,7 @@ class Broker:
             self.housekeeping,
             self.connections,
             self.authority,
+            journal.submit_barrier,
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
         self.pipeline = Publishing(

@@ -104,6 +104,7 @@ class Lifecycle:
         housekeeping: Housekeeping,
         connections: Connections,
         authority: Authority,
+        barrier: Callable[[Callable[[BaseException | None], None]], None],
     ) -> None:
         self.name = settings_name
         self.router = router
@@ -112,6 +113,7 @@ class Lifecycle:
         self.housekeeping = housekeeping
         self.connections = connections
         self.authority = authority
+        self._barrier = barrier  # the journal calls it back once everything handed over before is committed
         self.stopping = False
         self.on_stopped: Callable[[], None] | None = None
 
@@ -324,5 +326,5 @@ class Lifecycle:
             if self.on_stopped is not None:
                 self.on_stopped()
 
-        self.router.journal_barrier(close_connections)
+        self._barrier(close_connections)
         self.housekeeping.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping

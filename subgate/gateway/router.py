@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from subgate.engine import codec
@@ -84,10 +83,6 @@ class Router:
 
     def journal_transaction(self, records: list[NewMessage], acks: list[tuple[int, int]], token: object) -> None:
         self.writer.submit_transaction(records, acks, token)
-
-    def journal_barrier(self, token: Callable[[BaseException | None], None]) -> None:
-        """``token`` is called back once every write handed over before it is committed."""
-        self.writer.submit_barrier(token)
 
     def record_low_water(self) -> None:
         """Write the low-water mark of each durable queue acknowledged since the last time (the housekeeping)."""
