@@ -1,13 +1,20 @@
-"""Per-link state on the reactor thread: publishers (our receivers) and consumers (our senders).
+"""Per-link state on the reactor thread: the base of every link kind, publishers (our receivers), the base of
+consumers (our senders), lookups and coordinators.
 
 Owns the hot path of a link: reading a complete transfer, delivering a message with a fresh tag, and matching a
 remote disposition back to the message it settles. Routing and outcome rules live elsewhere.
+
+Every link kind derives from ``LinkState`` and answers the broker's three events itself (``on_delivery``,
+``on_flow``, ``on_end``), so the broker dispatches without asking what kind a link is. The kinds hold the
+collaborator that does their work (the publish pipeline, the transactions, the subscriptions), passed in when
+the attach handler (``gateway.attach``) makes them. The five consumer kinds are in ``gateway.consumers``.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cproton import (
     PN_ACCEPTED,
@@ -21,9 +28,24 @@ from cproton import (
 from proton import Condition, Delivery, Link
 
 from subgate.engine import codec
-from subgate.engine.browsing import Browser
 from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.transactions import TRANSACTIONAL_STATE
+from subgate.mapping.errors import Refused
 from subgate.mapping.names import bounded
+from subgate.mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
+
+if TYPE_CHECKING:
+    from subgate.gateway.subscriptions import Subscriptions
+    from subgate.gateway.transacting import Transacting
+
+log = logging.getLogger("subgate.links")
+Node = Queue | Topic
+_OUTCOME_NAMES: dict[Any, str] = {
+    Delivery.ACCEPTED: "accepted",
+    Delivery.REJECTED: "rejected",
+    Delivery.RELEASED: "released",
+    Delivery.MODIFIED: MODIFIED,
+}
 
 
 class ConnectionState:
@@ -35,28 +57,106 @@ class ConnectionState:
         self.connection = connection
         self.container_id = container_id
         self.user = user
-        self.links: set[Any] = set()  # the link states of gateway.links and gateway.topic_control
+        self.links: set[LinkState] = set()  # the link states of gateway.links, .consumers and .topic_control
         self.closed = False
         self.peer = peer
         self.counted = False
 
+    def adopt(self, link_state: LinkState) -> None:
+        """``link_state`` is now the state of its proton link (found by ``gateway.loop`` from the link) and one
+        of this connection's links."""
+        link_state.link._sg = link_state  # type: ignore[attr-defined]  # our attribute on proton's wrapper
+        self.links.add(link_state)
 
-class Inbound:
-    """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
+    def forget(self, link_state: LinkState) -> None:
+        self.links.discard(link_state)
 
-    __slots__ = ("link", "conn", "node", "publisher_id", "pending", "window", "credit", "closed", "owns", "service")
 
-    def __init__(self, link: Link, conn: ConnectionState, node: Queue | Topic | None, window: int) -> None:
+class LinkState:
+    """The base of every link kind: its proton link, its connection, whether it ended, and the temporary node
+    whose lifetime it bounds. The ``on_*`` methods are the broker's events; by default a kind ignores them."""
+
+    __slots__ = ("link", "conn", "closed", "owns")
+    consumer = False  # a consumer (Outbound): gateway.broker's fast path settles its plain accepts itself
+
+    def __init__(self, link: Link, conn: ConnectionState) -> None:
         self.link = link
         self.conn = conn
+        self.closed = False
+        self.owns: str | None = None
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        """A transfer arrived or a disposition changed on this link."""
+
+    def on_flow(self) -> None:
+        """The link's credit or drain changed."""
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        """The link ended (``closed``: detach with closed=true; ``abrupt``: its session or connection went)."""
+
+    def withdraw(self) -> None:
+        """First step of ending several links at once: stop taking messages (``gateway.lifecycle``)."""
+
+    def uses(self, nodes: Mapping[int, Node]) -> Node | None:
+        """The node of ``nodes`` (keyed by the id of the node or of a queue it owns) this link uses, if any."""
+        return None
+
+    def on_unblocked(self, queue: Queue) -> None:
+        """``queue`` drained below its low-water mark after withholding credit (engine.memory)."""
+
+    def on_tick(self) -> None:
+        """The housekeeping's periodic pass."""
+
+
+class Receiving(Protocol):
+    """The publish pipeline as a publisher link sees it (``gateway.publish.Publishing``)."""
+
+    def receive(self, inbound: Inbound, delivery: Delivery) -> None: ...
+
+    def manage(self, inbound: Inbound, delivery: Delivery) -> None: ...
+
+
+class Inbound(LinkState):
+    """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
+
+    __slots__ = ("node", "publisher_id", "pending", "window", "credit", "service", "pipeline")
+
+    def __init__(
+        self,
+        link: Link,
+        conn: ConnectionState,
+        node: Queue | Topic | None,
+        window: int,
+        pipeline: Receiving | None = None,
+    ) -> None:
+        super().__init__(link, conn)
+        self.pipeline = pipeline
         self.node = node
         self.publisher_id = f"{conn.container_id}/{link.name}"
         self.pending = 0  # deliveries waiting for their journal commit
         self.window = window
         self.credit = 0  # granted and not used yet: kept here, so the hot path never asks proton (pn_link_credit)
-        self.closed = False
-        self.owns: str | None = None  # a temporary node this link created and whose lifetime it bounds
         self.service = False  # a link to the $management node
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        pipeline = self.pipeline
+        assert pipeline is not None
+        if self.service:
+            pipeline.manage(self, delivery)
+        else:
+            pipeline.receive(self, delivery)
+
+    def uses(self, nodes: Mapping[int, Node]) -> Node | None:
+        node = self.node
+        return None if node is None else nodes.get(id(node))
+
+    def on_unblocked(self, queue: Queue) -> None:
+        if self.node is queue:
+            self.top_up()
+
+    def on_tick(self) -> None:
+        if not self.pending and not self.closed and self.resync():
+            log.warning("publisher link %r: credit count had drifted; resynchronised", self.link.name)
 
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
@@ -80,43 +180,63 @@ class Inbound:
         return drifted
 
 
-class Outbound:
-    """A consumer: the client's receiver, our sender, attached to one queue (a topic subscription's or a
-    queue node)."""
+class Outbound(LinkState):
+    """The base of the five consumer kinds (``gateway.consumers``): the client's receiver, our sender, attached
+    to one queue (a topic subscription's, a selector's, a queue node, a fetch's or a browsed one). Owns the hot
+    path: delivering with a fresh tag and finding the message a disposition settles."""
 
-    __slots__ = (
-        "link",
-        "conn",
-        "queue",
-        "subscription",
-        "owns",
-        "fetch",
-        "selector_sub",
-        "credit",
-        "unsettled",
-        "presettled",
-        "_tag",
-        "closed",
-        "browser",
-        "filter",
-    )
+    __slots__ = ("queue", "transacting", "credit", "unsettled", "presettled", "_tag", "filter")
+    consumer = True
 
-    def __init__(self, link: Link, conn: ConnectionState, queue: Queue, subscription: Any = None) -> None:
-        self.link = link
-        self.conn = conn
+    def __init__(self, link: Link, conn: ConnectionState, queue: Queue, transacting: Transacting) -> None:
+        super().__init__(link, conn)
         self.queue = queue
-        self.subscription = subscription  # gateway.subscriptions.Subscription for topic consumers
-        self.owns: str | None = None
-        self.fetch: deque[Message] | None = None  # current values still to send on a fetch link
-        self.selector_sub: Any = None  # engine.topic_space.SelectorSubscription
+        self.transacting = transacting
         self.credit = 0
         # Keyed by the C delivery (a cffi pointer; a Delivery wrapper's ``_impl`` compares and hashes equal).
         self.unsettled: dict[Any, Message] = {}
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
-        self.closed = False
-        self.browser: Browser | None = None  # set on a browser (distribution-mode copy on a queue)
         self.filter: Any = None
+
+    def uses(self, nodes: Mapping[int, Node]) -> Node | None:
+        return nodes.get(id(self.queue))
+
+    def withdraw(self) -> None:
+        self.queue.remove_consumer(self)
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        """The consumer settled a message other than with a plain ``accepted`` (that one is settled on
+        ``gateway.broker``'s fast path, the one path for it): released, rejected, modified, or an outcome
+        under a transaction."""
+        remote = delivery.remote_state
+        if not remote and not delivery.settled:
+            return
+        message = self.unsettled.pop(delivery._impl, None)
+        if message is None:
+            delivery.settle()
+            return
+        if remote == TRANSACTIONAL_STATE:
+            self.transacting.enlist_ack(self, delivery, message)
+            return
+        outcome = _OUTCOME_NAMES.get(remote)
+        if outcome == MODIFIED:
+            remote_state = delivery.remote
+            settlement = settle_outcome(
+                outcome, failed=bool(remote_state.failed), undeliverable_here=bool(remote_state.undeliverable)
+            )
+        else:
+            settlement = settle_outcome(outcome)
+        delivery.settle()
+        self.queue.settle(message, settlement, self)
+
+    def settle_unsettled(self, *, abrupt: bool) -> None:
+        """The link ended: what the consumer had not settled goes back to (or leaves) its queue."""
+        settlement = settle_unsettled(abrupt)
+        queue = self.queue
+        for message in sorted(self.unsettled.values(), key=lambda m: m.seq):
+            queue.settle(message, settlement, None)
+        self.unsettled.clear()
 
     def accepts(self, message: Message) -> bool:
         return self.filter is None or self.filter(message)
@@ -150,33 +270,42 @@ class Outbound:
         delivery.settle()
         self.credit -= 1
 
-    def settled_message(self, delivery: Delivery) -> Message | None:
-        return self.unsettled.pop(delivery._impl, None)
 
+class Lookup(LinkState):
+    """An unsubscribe lookup link (null source, mapping doc §3): names a durable subscription, carries nothing;
+    closing it unsubscribes."""
 
-class Lookup:
-    """An unsubscribe lookup link (null source, mapping doc §3): names a durable subscription, carries nothing."""
+    __slots__ = ("key", "subscriptions")
 
-    __slots__ = ("link", "conn", "key", "closed", "owns")
-
-    def __init__(self, link: Link, conn: ConnectionState, key: Any) -> None:
-        self.link = link
-        self.conn = conn
+    def __init__(self, link: Link, conn: ConnectionState, key: Any, subscriptions: Subscriptions) -> None:
+        super().__init__(link, conn)
         self.key = key
-        self.closed = False
-        self.owns: str | None = None
+        self.subscriptions = subscriptions
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        if not closed:
+            return
+        try:
+            self.subscriptions.unsubscribe(self.key)
+        except Refused as refusal:
+            log.info("unsubscribe refused: %s", refusal.description)
+            self.link.condition = Condition(refusal.condition, refusal.description)
 
 
-class CoordinatorLink:
+class CoordinatorLink(LinkState):
     """A transaction coordinator link (mapping doc §6.1): the client's sender of declare/discharge controls."""
 
-    __slots__ = ("link", "conn", "closed", "owns")
+    __slots__ = ("transacting",)
 
-    def __init__(self, link: Link, conn: ConnectionState) -> None:
-        self.link = link
-        self.conn = conn
-        self.closed = False
-        self.owns: str | None = None
+    def __init__(self, link: Link, conn: ConnectionState, transacting: Transacting) -> None:
+        super().__init__(link, conn)
+        self.transacting = transacting
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        self.transacting.control(self, delivery)
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        self.transacting.coordinator_ended(self)
 
 
 def accept(delivery: Delivery) -> None:

@@ -75,6 +75,22 @@ class Router:
             settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
         )
 
+    # -- the journal, for the reactor's handlers ------------------------------------------------------------
+    def journal_message(self, record: NewMessage, token: object) -> None:
+        """Hand a message's row to the journal writer; ``token`` comes back in its ``BatchResult``."""
+        self._uncommitted.append(record.id)
+        self.writer.submit_message(record, token)
+
+    def journal_transaction(self, records: list[NewMessage], acks: list[tuple[int, int]], token: object) -> None:
+        self.writer.submit_transaction(records, acks, token)
+
+    def record_low_water(self) -> None:
+        """Write the low-water mark of each durable queue acknowledged since the last time (the housekeeping)."""
+        for cursor, queue in self.tracked.values():
+            if cursor.acks_since_low_water:
+                self.writer.submit_low_water(cursor.cursor_id, self.safe_low_water(queue))
+                cursor.acks_since_low_water = 0
+
     # -- journal commits -----------------------------------------------------------------------------------
     def submitted(self, seq: int) -> None:
         self._uncommitted.append(seq)
@@ -109,6 +125,12 @@ class Router:
         self.tracked.pop(cursor.cursor_id, None)
 
     # -- nodes ---------------------------------------------------------------------------------------------
+    def node(self, address: str) -> Node | None:
+        return self.nodes.get(address)
+
+    def all_nodes(self) -> list[Node]:
+        return list(self.nodes.values())
+
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
         """The node ``address`` means, checked as a new node's name when it would be created.
 

@@ -122,17 +122,16 @@ class Server:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
         self.broker = Broker(settings, self.router, self.container, self.subscriptions, journal=self.writer)
         with self.sessions() as session:
-            self.broker.control.restore(list_removal_registrations(session), max_removal_registration_id(session))
+            self.broker.restore_removals(list_removal_registrations(session), max_removal_registration_id(session))
         for node in self.router.nodes.values():
-            self.broker._watch_node(node)
+            self.broker.watch_node(node)
         for sub in self.subscriptions.named():
             self.broker.watch_schedule(sub.queue)
         self.policy_loader = PolicyLoader(self.sessions, self.injector)
         self.auth = Authenticator(
             self.sessions, self.injector, settings.allow_anonymous, self.policy_loader.publish_now
         )
-        self.broker.policy = self.policy_loader.load_now()
-        self.broker.on_policy_refresh = self.policy_loader.refresh
+        self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
         self.io = ServerIO(
             self.container,
             authenticate=self.auth.submit,
@@ -150,7 +149,7 @@ class Server:
         self.container.handler = self.broker  # type: ignore[assignment]
         self.container.global_handler = self.io  # type: ignore[assignment]
         self.container.selectable(self.injector)
-        self.broker.on_stopped = self._stopped
+        self.broker.when_stopped(self._stopped)
         self.address: tuple[str, int] | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)

@@ -16,7 +16,15 @@ from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.records import SubscriptionRecord
 from subgate.gateway.paging import row_filter
 from subgate.gateway.router import JournalCursor, Router
-from subgate.mapping.subscriptions import Details, Existing, Kind, SubscriptionKey, queue_name
+from subgate.mapping.subscriptions import (
+    Details,
+    Existing,
+    Kind,
+    SubscriptionKey,
+    decide_unsubscribe,
+    queue_name,
+    removed_on_detach,
+)
 
 log = logging.getLogger("subgate.subscriptions")
 
@@ -166,6 +174,24 @@ class Subscriptions:
         if consumer in sub.consumers:
             sub.consumers.remove(consumer)
             self._consumers_changed(sub)
+
+    def consumer_left(self, sub: Subscription, consumer: object, *, closed: bool) -> None:
+        """A consumer's link ended: it leaves ``sub``, which goes too when its kind says so (a volatile one's
+        last consumer, a durable one closed with no consumer left: ``mapping.subscriptions``)."""
+        self.remove_consumer(sub, consumer)
+        if removed_on_detach(sub.kind, closed, len(sub.consumers)):
+            self.delete(sub)
+
+    def unsubscribe(self, key: SubscriptionKey) -> None:
+        """A lookup link named by ``key`` was closed: delete the subscription (mapping doc §3.2).
+
+        Raises:
+            Refused: amqp:resource-locked while it has consumers; amqp:not-found when there is none.
+        """
+        sub = self.get(key)
+        decide_unsubscribe(key, sub.existing() if sub is not None else None)
+        assert sub is not None
+        self.delete(sub)
 
     def _consumers_changed(self, sub: Subscription) -> None:
         if sub.key is not None and self.by_key.get(sub.key) is sub:

@@ -34,7 +34,8 @@ from typing import Any, Protocol
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
 
-from subgate.mapping.errors import INVALID_FIELD, NOT_FOUND, Refused
+from subgate.gateway.links import LinkState, reject
+from subgate.mapping.errors import INVALID_FIELD, NOT_ALLOWED, NOT_FOUND, Refused
 from subgate.topics import MissingTopicHandlers, Registration, RemovalRegistry, Selector, TopicsError, validate_path
 
 log = logging.getLogger("subgate.topic_control")
@@ -77,17 +78,25 @@ def handler_path(address: str) -> str:
     return control_branch(address, HANDLER_PREFIX, "missing-topic handlers are receiving links")
 
 
-class RemovalLink:
-    """A remove-with-session registration: the client's open sending link to ``$subgate/remove-with-session/..``."""
+class RemovalLink(LinkState):
+    """A remove-with-session registration: the client's open sending link to ``$subgate/remove-with-session/..``.
+    It carries no messages; its end deregisters."""
 
-    __slots__ = ("link", "conn", "registration", "closed", "owns")
+    __slots__ = ("registration", "control")
 
-    def __init__(self, link: Link, conn: Any, registration: Registration[Any]) -> None:
-        self.link = link
-        self.conn = conn
+    def __init__(self, link: Link, conn: Any, registration: Registration[Any], control: TopicControl) -> None:
+        super().__init__(link, conn)
         self.registration = registration
-        self.closed = False
-        self.owns: str | None = None
+        self.control = control
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        if delivery.readable and not delivery.partial:
+            self.link.recv(delivery.pending)
+            self.link.advance()
+            reject(delivery, NOT_ALLOWED, "a remove-with-session registration link carries no messages")
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        self.control.removal_ended(self)
 
 
 class Notice:
@@ -107,17 +116,15 @@ def _same_request(a: Registration[Any], b: Registration[Any]) -> bool:
     return a.container_id is not None and (a.branch, a.container_id, a.name) == (b.branch, b.container_id, b.name)
 
 
-class HandlerLink:
+class HandlerLink(LinkState):
     """A missing-topic handler: the client's receiving link from ``$subgate/missing-topic/<path>``."""
 
-    __slots__ = ("link", "conn", "path", "closed", "owns", "waiting", "unsettled", "_tag")
+    __slots__ = ("path", "control", "waiting", "unsettled", "_tag")
 
-    def __init__(self, link: Link, conn: Any, path: str) -> None:
-        self.link = link
-        self.conn = conn
+    def __init__(self, link: Link, conn: Any, path: str, control: TopicControl) -> None:
+        super().__init__(link, conn)
         self.path = path
-        self.closed = False
-        self.owns: str | None = None
+        self.control = control
         self.waiting: deque[Notice] = deque()  # notifications waiting for credit
         self.unsettled: dict[str, Notice] = {}
         self._tag = 0
@@ -130,22 +137,32 @@ class HandlerLink:
         self.link.advance()
         self.unsettled[tag] = notice
 
+    def on_delivery(self, delivery: Delivery) -> None:
+        self.control.handler_settled(self, delivery)
 
-class HeldAttach:
+    def on_flow(self) -> None:
+        self.control.handler_flow(self)
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        self.control.handler_ended(self)
+
+
+class HeldAttach(LinkState):
     """A subscribe or fetch attach waiting for the handlers it notified."""
 
-    __slots__ = ("link", "conn", "selector", "request", "outstanding", "cancelled_by", "done", "closed", "owns")
+    __slots__ = ("selector", "request", "control", "outstanding", "cancelled_by", "done")
 
-    def __init__(self, link: Link, conn: Any, selector: str, request: str) -> None:
-        self.link = link
-        self.conn = conn
+    def __init__(self, link: Link, conn: Any, selector: str, request: str, control: TopicControl) -> None:
+        super().__init__(link, conn)
+        self.control = control
         self.selector = selector
         self.request = request
         self.outstanding: list[Notice] = []
         self.cancelled_by: str | None = None  # the handler path that answered cancel
-        self.done = False
-        self.closed = False  # the client detached before an answer
-        self.owns: str | None = None
+        self.done = False  # closed: the client detached before an answer
+
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        self.control.held_ended(self)
 
 
 class RemovalJournal(Protocol):
@@ -178,6 +195,7 @@ class TopicControl:
         schedule: Callable[[float, Callable[[], None]], None],
         remove_branch: Callable[[str], object],
         clock: Callable[[], float] = time.monotonic,
+        journal: RemovalJournal | None = None,
     ) -> None:
         self.server_name = server_name
         self.reconnect_timeout = reconnect_timeout
@@ -188,7 +206,7 @@ class TopicControl:
         self.removals: RemovalRegistry[Any] = RemovalRegistry()
         self.handlers: MissingTopicHandlers[HandlerLink] = MissingTopicHandlers()
         self._resumes: dict[int, tuple[Callable[[], None], Callable[[str], None]]] = {}
-        self.journal: RemovalJournal | None = None
+        self.journal = journal
         self._rows: dict[Registration[Any], int] = {}  # registration the registry holds -> its row in the store
         self._next_row = 0
 
@@ -256,7 +274,7 @@ class TopicControl:
             raise Refused(exc.condition, exc.description) from None
         self._persist(registration)
         log.info("remove-with-session registered on %r by %r", branch, conn.container_id)
-        return RemovalLink(link, conn, registration)
+        return RemovalLink(link, conn, registration, self)
 
     def removal_ended(self, removal: RemovalLink) -> None:
         """The registration link ended while its connection lives on: deregister, remove nothing."""
@@ -304,7 +322,7 @@ class TopicControl:
         """
         if link.remote_snd_settle_mode == Link.SND_SETTLED:
             raise Refused(INVALID_FIELD, "a missing-topic handler answers by settling: attach with unsettled sends")
-        handler = HandlerLink(link, conn, path)
+        handler = HandlerLink(link, conn, path, self)
         self.handlers.register(path, handler)
         log.info("missing-topic handler registered on %r by %r", path, conn.container_id)
         return handler
@@ -353,7 +371,7 @@ class TopicControl:
         chosen = self.handlers.choose(selector)
         if not chosen:
             return None
-        held = HeldAttach(link, conn, selector.expression, request)
+        held = HeldAttach(link, conn, selector.expression, request, self)
         self._resumes[id(held)] = (resume, cancel)
         for notification in chosen:
             notice = Notice(held, notification.handler, notification.path)

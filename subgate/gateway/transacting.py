@@ -148,7 +148,7 @@ class Transacting:
             self._settle_discharge(delivery, error)
 
         if records or acks:
-            self.router.writer.submit_transaction(records, acks, done)
+            self.router.journal_transaction(records, acks, done)
         else:
             done(None)
 

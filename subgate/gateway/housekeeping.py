@@ -1,0 +1,113 @@
+"""The broker's timers and periodic work, on the reactor thread.
+
+Owns scheduling a callback on the container (every handler's timers go through ``schedule``), the periodic
+pass (expiry of due messages, publisher credit resynchronisation, low-water marks of durable queues, the
+policy refresh), and watching nodes: a queue's scheduled deliveries get a timer, and a queue that withheld
+credit (memory policy ``block``) gives its publisher links credit again when it drains.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from proton.reactor import Container
+
+from subgate.engine.nodes import Queue, Topic, now_ms
+from subgate.gateway.guard import guarded
+from subgate.gateway.links import LinkState
+from subgate.gateway.router import Router
+from subgate.gateway.settings import Settings
+
+log = logging.getLogger("subgate.housekeeping")
+
+
+class _Timer:
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+
+    @guarded
+    def on_timer_task(self, event: Any) -> None:
+        self.callback()
+
+
+class Housekeeping:
+    """Timers and the periodic pass (see the module docstring). ``links`` lists every open link's state."""
+
+    def __init__(
+        self, settings: Settings, router: Router, container: Container, links: Callable[[], Iterable[LinkState]]
+    ) -> None:
+        self.settings = settings
+        self.router = router
+        self.container = container
+        self.links = links
+        self.stopping = False
+        self.on_policy_refresh: Callable[[], None] | None = None
+        self._since_policy_refresh = 0.0
+        self._scheduled: dict[str, int] = {}
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> None:
+        self.container.schedule(max(0.0, delay), _Timer(callback))  # type: ignore[arg-type]  # duck-typed handler
+
+    def start(self) -> None:
+        self.schedule(self.settings.expiry_sweep_interval, self._tick)
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def refresh_policy(self) -> None:
+        """Read the policy from the store again now (a management change of the permissions)."""
+        if self.on_policy_refresh is not None:
+            self.on_policy_refresh()
+
+    def _tick(self) -> None:
+        now = now_ms()
+        for node in self.router.all_nodes():
+            queues = node.subscriptions if isinstance(node, Topic) else [node]
+            for queue in queues:
+                queue.expire_due(now)
+        for link_state in self.links():
+            link_state.on_tick()
+        self.router.record_low_water()
+        self._since_policy_refresh += self.settings.expiry_sweep_interval
+        if self._since_policy_refresh >= self.settings.policy_refresh_interval:
+            self._since_policy_refresh = 0.0
+            self.refresh_policy()
+        if not self.stopping:
+            self.schedule(self.settings.expiry_sweep_interval, self._tick)
+
+    # -- watched nodes ---------------------------------------------------------------------------------------
+    def watch_node(self, node: Queue | Topic) -> None:
+        """A node in service: a queue's scheduled deliveries get timers, its unblocking gives credit back."""
+        if isinstance(node, Queue):
+            if node.on_schedule is None:
+                self.watch_schedule(node)
+            node.on_unblocked = self._unblocked
+
+    def watch_schedule(self, queue: Queue) -> None:
+        def on_schedule(at_ms: int) -> None:
+            current = self._scheduled.get(queue.name)
+            if current is not None and current <= at_ms:
+                return
+            self._scheduled[queue.name] = at_ms
+            self.schedule((at_ms - now_ms()) / 1000.0, release)
+
+        def release() -> None:
+            self._scheduled.pop(queue.name, None)
+            following = queue.release_scheduled()
+            if following is not None:
+                on_schedule(following)
+
+        queue.on_schedule = on_schedule
+        due = queue.next_due()
+        if due is not None:  # messages held before the queue was watched (recovered at start-up)
+            on_schedule(due)
+
+    def _unblocked(self, queue: Queue) -> None:
+        """A queue that withheld credit (policy block) drained to its low-water mark: its publisher links get
+        credit again. Rare (once per fill and drain), so a pass over the links is cheap enough."""
+        for link_state in self.links():
+            link_state.on_unblocked(queue)

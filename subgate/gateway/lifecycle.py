@@ -1,0 +1,330 @@
+"""Connections, sessions and links from open to end, node deletion, and shutdown, on the reactor thread.
+
+Owns the open connections (``Connections``: their states, one count per container-id for
+``sole-connection-for-container``), answering a connection's open (refusals included) and its close or loss,
+session begin and end, the end of links (ours or the peer's; each link kind does its own part in ``on_end``),
+taking nodes out of service (temporary nodes with the link that made them, topic branches removed by
+remove-with-session or management), and the orderly shutdown (journal flushed first, then connections closed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from proton import Condition, Endpoint, Link, symbol
+
+from subgate.engine.nodes import Queue, Topic
+from subgate.gateway.authority import Authority
+from subgate.gateway.channels import connection_channel, end_after_output
+from subgate.gateway.housekeeping import Housekeeping
+from subgate.gateway.links import ConnectionState, LinkState
+from subgate.gateway.peer_fields import peer_text, read_open
+from subgate.gateway.router import Router
+from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.topic_control import TopicControl
+from subgate.mapping.errors import (
+    CONNECTION_ESTABLISHMENT_FAILED,
+    CONNECTION_FORCED,
+    INVALID_FIELD,
+    RESOURCE_DELETED,
+    RESOURCE_LIMIT,
+    Refused,
+)
+from subgate.mapping.names import check_link_name
+
+log = logging.getLogger("subgate.broker")
+
+VERSION = "0.1.0"
+OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
+SOLE_CONNECTION = "sole-connection-for-container"
+SESSION_CAPACITY = 64 * 1024 * 1024
+
+Node = Queue | Topic
+
+
+def refuse_connection(connection: Any, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
+    """Answer a peer's ``open`` with ours and a ``close`` carrying the error (AMQP part 2.4.1: an open must be
+    answered before a close can say why)."""
+    connection.open()
+    connection.condition = Condition(condition, description, info)
+    connection.close()
+    end_after_output(connection)
+
+
+def connection_state(endpoint_connection: Any) -> ConnectionState | None:
+    """The state of an open connection of ours (None before its open was answered, or after its end)."""
+    state: ConnectionState | None = getattr(endpoint_connection, "_sg", None)
+    if state is None or state.closed:
+        return None
+    return state
+
+
+class Connections:
+    """The open connections and how many there are per container-id."""
+
+    __slots__ = ("open", "_containers")
+
+    def __init__(self) -> None:
+        self.open: set[ConnectionState] = set()
+        self._containers: dict[str, int] = {}
+
+    def links(self) -> Iterator[LinkState]:
+        for state in self.open:
+            yield from state.links
+
+    def connected(self, container_id: str) -> bool:
+        return self._containers.get(container_id, 0) > 0
+
+    def add(self, state: ConnectionState) -> None:
+        self._containers[state.container_id] = self._containers.get(state.container_id, 0) + 1
+        state.counted = True
+        self.open.add(state)
+
+    def remove(self, state: ConnectionState) -> None:
+        self.open.discard(state)
+        if state.counted:
+            remaining = self._containers.get(state.container_id, 1) - 1
+            if remaining:
+                self._containers[state.container_id] = remaining
+            else:
+                self._containers.pop(state.container_id, None)
+
+
+class Lifecycle:
+    """Opens and ends of connections, sessions and links; node deletion; shutdown (module docstring)."""
+
+    def __init__(
+        self,
+        settings_name: str,
+        router: Router,
+        subscriptions: Subscriptions,
+        control: Callable[[], TopicControl],
+        housekeeping: Housekeeping,
+        connections: Connections,
+        authority: Authority,
+        barrier: Callable[[Callable[[BaseException | None], None]], None],
+    ) -> None:
+        self.name = settings_name
+        self.router = router
+        self.subscriptions = subscriptions
+        self._control = control
+        self.housekeeping = housekeeping
+        self.connections = connections
+        self.authority = authority
+        self._barrier = barrier  # the journal calls it back once everything handed over before is committed
+        self.stopping = False
+        self.on_stopped: Callable[[], None] | None = None
+
+    # -- connections -----------------------------------------------------------------------------------------
+    def connection_opened(self, connection: Any) -> None:
+        """The peer's open: answer it, or refuse it (bad fields, over a limit, a second connection of a
+        container-id that asked to be the only one, shutting down)."""
+        channel = connection_channel(connection)
+        connection.container = self.name
+        if channel is not None:
+            channel.handshake_finished()
+        try:
+            request = read_open(connection)
+        except Refused as refusal:
+            log.info("refusing connection from %s: %s", channel.peer if channel else "?", refusal.description)
+            refuse_connection(connection, refusal.condition, refusal.description)
+            return
+        container_id = request.container_id
+        state = ConnectionState(
+            connection, container_id, channel.user if channel else None, channel.peer if channel else None
+        )
+        connection._sg = state
+        refuse = self._refusal(state, channel.refusal if channel is not None else None, request.desired_capabilities)
+        if refuse is not None:
+            refuse()
+            state.closed = True
+            return
+        self.connections.add(state)
+        connection.offered_capabilities = [symbol(c) for c in OFFERED_CAPABILITIES]
+        connection.properties = {symbol("product"): "subgate", symbol("version"): VERSION}
+        connection.open()
+
+    def _refusal(
+        self, state: ConnectionState, over_limit: str | None, desired: frozenset[str]
+    ) -> Callable[[], None] | None:
+        connection = state.connection
+        container_id = state.container_id
+        if over_limit is not None:
+            return lambda: refuse_connection(connection, RESOURCE_LIMIT, over_limit)
+        if SOLE_CONNECTION in desired and self.connections.connected(container_id):
+            log.info("refusing connection: container-id %r already connected", container_id)
+
+            def already_connected() -> None:
+                connection.properties = {symbol(CONNECTION_ESTABLISHMENT_FAILED): True}
+                refuse_connection(
+                    connection,
+                    INVALID_FIELD,
+                    f"ClientID {container_id} already in use",
+                    {symbol("invalid-field"): symbol("container-id")},
+                )
+
+            return already_connected
+        if self.stopping:
+            return lambda: refuse_connection(connection, CONNECTION_FORCED, "server shutting down")
+        return None
+
+    def connection_ended(self, connection: Any, *, abrupt: bool) -> None:
+        """The connection closed (a close frame: ``abrupt=False``) or was lost; its links end as abrupt."""
+        state = connection_state(connection)
+        if state is None:
+            return
+        state.closed = True
+        self.connections.remove(state)
+        self._control().connection_ended(state, abrupt=abrupt)
+        self.end_links(list(state.links))
+        state.links.clear()
+
+    def link_name_fits(self, link: Link, state: ConnectionState) -> bool:
+        """A link name too long for a detach repeating it to fit the client's frames closes the connection
+        (with the reason); any other problem with the name is the attach's refusal (``gateway.attach``)."""
+        try:
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
+        except Refused as refusal:
+            if refusal.condition == INVALID_FIELD:
+                log.info("closing the connection of %s: %s", state.container_id, refusal.description)
+                connection = link.connection
+                connection.condition = Condition(refusal.condition, refusal.description)
+                connection.close()
+                end_after_output(connection)
+                return False
+        return True
+
+    # -- sessions --------------------------------------------------------------------------------------------
+    def session_opened(self, session: Any) -> None:
+        session.incoming_capacity = SESSION_CAPACITY
+        session.open()
+
+    def session_ended(self, session: Any) -> None:
+        state = connection_state(session.connection)
+        if state is not None:
+            ending = [ls for ls in state.links if ls.link.session == session]
+            self.end_links(ending)
+            state.links.difference_update(ending)
+        if not session.state & Endpoint.LOCAL_CLOSED:
+            session.close()
+
+    # -- links -----------------------------------------------------------------------------------------------
+    def end_links(self, ending: list[LinkState]) -> None:
+        """End several links at once (session end, connection loss), as abrupt: their consumers leave their
+        queues first, so a message returned by one of them (or by a rolled-back transaction) is not handed to
+        another link that is about to end too, and counted twice."""
+        for link_state in ending:
+            link_state.withdraw()
+        for link_state in ending:
+            self.end_link(link_state, abrupt=True, closed=False)
+
+    def end_link(self, link_state: LinkState, *, abrupt: bool, closed: bool) -> None:
+        if link_state.closed:
+            return
+        link_state.closed = True
+        link_state.on_end(abrupt=abrupt, closed=closed)
+        if link_state.owns is not None:
+            self.delete_temporary(link_state.owns)
+
+    def link_ended(self, link: Link, *, closed: bool) -> None:
+        """The peer detached (closed=False) or closed a link: end our side the same way."""
+        link_state: LinkState | None = getattr(link, "_sg", None)
+        if link_state is not None:
+            self.end_link(link_state, abrupt=False, closed=closed)
+            link_state.conn.forget(link_state)
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            if closed:
+                link.close()
+            else:
+                link.detach()
+        # Free it: a detached link keeps its name in the session, and Qpid JMS re-attaches a durable
+        # subscription under the same name on the same session (proton would refuse "link name already attached").
+        link.free()
+
+    def close_link(self, link_state: LinkState, condition: Condition | None = None) -> None:
+        """The server ends a link (detach closed=true, with ``condition`` when given); the peer's answering
+        detach then only frees it (``link_ended``)."""
+        self.end_link(link_state, abrupt=False, closed=True)
+        link_state.conn.forget(link_state)
+        link = link_state.link
+        if not link.state & Endpoint.LOCAL_CLOSED:
+            if condition is not None:
+                link.condition = condition
+            link.close()
+
+    # -- nodes -----------------------------------------------------------------------------------------------
+    def delete_temporary(self, name: str) -> None:
+        self.authority.forget_temporary(name)
+        node = self.router.node(name)
+        if node is not None:
+            self._delete_nodes([node], lambda gone: f"temporary destination {gone.name!r} was deleted")
+
+    def remove_branch(self, branch: str) -> list[str]:
+        """Remove every topic at and below ``branch`` (remove-with-session, management DELETE)."""
+        return self.remove_topics(self.router.topics.branch(branch))
+
+    def remove_topics(self, topics: list[Topic]) -> list[str]:
+        """Remove topics. Consumers of plain-path subscriptions on them are closed with amqp:resource-deleted
+        and those subscriptions deleted; selector subscriptions stay (a topic created again matches them)."""
+        self._delete_nodes(list(topics), lambda gone: f"topic {gone.name!r} was removed")
+        removed = {id(topic) for topic in topics}
+        for sub in self.subscriptions.named():  # those without a consumer to close (detached durable ones)
+            if id(sub.topic) in removed:
+                self.subscriptions.delete(sub)
+        return [topic.name for topic in topics]
+
+    def _delete_nodes(self, nodes: list[Node], reason: Callable[[Node], str]) -> None:
+        """Take nodes out of service: the links that use them are closed with amqp:resource-deleted (``reason``
+        names the node) and their messages dropped, in one pass over the links. A topic leaves the tree first,
+        so only its own subscriptions' queues remain on it."""
+        owners: dict[int, Node] = {}  # a node, and each queue it owns, by id -> the node
+        queues: list[Queue] = []
+        for node in nodes:
+            self.router.remove(node)
+            own = [node] if isinstance(node, Queue) else list(node.subscriptions)
+            owners.update((id(queue), node) for queue in own)
+            owners[id(node)] = node
+            queues.extend(own)
+        for state in list(self.connections.open):
+            for link_state in list(state.links):
+                if link_state.closed:
+                    continue
+                owner = link_state.uses(owners)
+                if owner is not None:
+                    self.close_link(link_state, Condition(RESOURCE_DELETED, reason(owner)))
+        for queue in queues:
+            queue.purge()
+
+    # -- shutdown --------------------------------------------------------------------------------------------
+    def begin_shutdown(self, io: Any) -> None:
+        """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.housekeeping.stop()
+        log.info("shutting down: no new connections; flushing the journal")
+        io.stop_listening()
+        done = False
+
+        def close_connections(_error: BaseException | None = None) -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            for state in list(self.connections.open):
+                connection = state.connection
+                if not connection.state & Endpoint.LOCAL_CLOSED:
+                    connection.condition = Condition(CONNECTION_FORCED, "server shutting down")
+                    connection.close()
+            self.housekeeping.schedule(0.3, finish)
+
+        def finish() -> None:
+            io.flush_dirty()
+            io.close_all()
+            if self.on_stopped is not None:
+                self.on_stopped()
+
+        self._barrier(close_connections)
+        self.housekeeping.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping

@@ -1,0 +1,263 @@
+"""The publish pipeline, with one owner: from a publisher's transfer to its confirmation.
+
+Owns the straight chain every published message goes through, on the reactor thread (docs/architecture.md,
+"The publish pipeline"):
+
+1. **receive**: read a complete transfer on a publisher link (size limit, aborted transfers), find its node
+   (the link's, or the anonymous relay's ``to``), decode its envelope;
+2. **prepare**: ``Router.prepare`` numbers it and, for a journaled destination, makes its row;
+3. **admit**: a queue's memory limit for messages held outside the journal (``engine.memory``);
+4. **submit**: hand its row to the journal with a ``Publication`` (the one token type of this pipeline), or
+   hand the message to its transaction (``gateway.transacting``, which journals and routes at the discharge);
+5. **on_committed**: the journal's answer comes back on the reactor (``gateway.completions``): the commit is
+   recorded (low-water marks may pass it), then
+6. **route**: to the queue or the topic's subscriptions (``engine.nodes``), then
+7. **confirm**: the publisher's transfer is accepted (or rejected if its row could not be written) and its
+   credit comes back.
+
+A message with no row goes from 3 straight to 6 and 7. Requests to ``$management`` come in on a publisher link
+too (``manage``); a reply to a journaled node goes through 4 to 6 with no transfer to confirm.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+from proton import Condition, Delivery, Link
+
+from subgate.engine import codec
+from subgate.engine.memory import Answer, Sender, describe
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.gateway import management
+from subgate.gateway.authority import Authority
+from subgate.gateway.consumers import Closer
+from subgate.gateway.housekeeping import Housekeeping
+from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
+from subgate.gateway.router import Ingest, Router
+from subgate.gateway.settings import Settings
+from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.topic_admin import PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
+from subgate.gateway.transacting import Transacting
+from subgate.mapping.addresses import kind_from_jms_dest
+from subgate.mapping.errors import (
+    DECODE_ERROR,
+    INTERNAL_ERROR,
+    MESSAGE_SIZE_EXCEEDED,
+    NOT_FOUND,
+    RESOURCE_LIMIT,
+    Refused,
+)
+from subgate.mapping.names import split_prefix
+from subgate.mapping.permissions import Permission
+
+log = logging.getLogger("subgate.broker")
+
+Node = Queue | Topic
+
+
+class Publication(NamedTuple):
+    """The token of a message on its way through the journal (frozen: a tuple, made once per message).
+
+    ``delivery`` is the transfer to confirm at the commit (None: confirmed already, or a management reply);
+    ``publisher`` the link whose credit waits for it (None for a management reply)."""
+
+    delivery: Delivery | None
+    message: Message
+    node: Node
+    publisher: Inbound | None
+
+
+class Publishing:
+    """The publish pipeline (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        router: Router,
+        authority: Authority,
+        housekeeping: Housekeeping,
+        closer: Closer,
+        subscriptions: Subscriptions,
+        topic_admin: TopicAdmin,
+    ) -> None:
+        self.settings = settings
+        self.router = router
+        self.authority = authority
+        self.housekeeping = housekeeping
+        self.closer = closer
+        self.subscriptions = subscriptions
+        self.topic_admin = topic_admin
+        self.transacting = Transacting(router, self.route)
+        self.published = 0
+
+    # -- links -----------------------------------------------------------------------------------------------
+    def open_publisher(self, link: Link, state: ConnectionState, node: Node | None) -> Inbound:
+        """A publisher link's state, with the whole credit window granted once the attach is answered."""
+        return Inbound(link, state, node, self.settings.credit_window, self)
+
+    def open_coordinator(self, link: Link, state: ConnectionState) -> CoordinatorLink:
+        """A transaction coordinator link's state (mapping doc §6.1); ``start_coordinator`` grants its credit."""
+        return CoordinatorLink(link, state, self.transacting)
+
+    def start_coordinator(self, coordinator: CoordinatorLink) -> None:
+        self.transacting.open_coordinator(coordinator)
+
+    # -- 1. receive ------------------------------------------------------------------------------------------
+    def _read(self, inbound: Inbound, delivery: Delivery) -> bytes | None:
+        """The bytes of a complete transfer, or None (not complete yet, aborted, or too large: answered here)."""
+        if not delivery.readable:
+            return None
+        link = inbound.link
+        limit = self.settings.max_message_size
+        if delivery.partial:
+            if delivery.pending > limit:
+                self._oversize(inbound, delivery)
+            return None
+        raw = link.recv(delivery.pending)
+        link.advance()
+        inbound.credit -= 1
+        if delivery.aborted or raw is None:
+            delivery.settle()
+            inbound.top_up()
+            return None
+        if len(raw) > limit:
+            self._oversize(inbound, delivery)
+            return None
+        return raw
+
+    def receive(self, inbound: Inbound, delivery: Delivery) -> None:
+        """A transfer on a publisher link: stages 1 to 4, or 6 and 7 at once for a message with no row."""
+        raw = self._read(inbound, delivery)
+        if raw is None:
+            return
+        try:
+            txn = self.transacting.transaction_of(delivery)
+            env = codec.scan(raw)
+            node = inbound.node or self._relay_node(env, inbound.conn)
+        except codec.CodecError as exc:
+            reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
+            inbound.top_up()
+            return
+        except Refused as refusal:
+            reject(delivery, refusal.condition, refusal.description)
+            inbound.top_up()
+            return
+        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending)
+        if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
+            reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
+        elif txn is not None:
+            # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
+            self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
+        elif ingest.record is not None:
+            self.submit(ingest, delivery, node, inbound)
+        else:
+            self.route(node, ingest.message)
+            accept(delivery)
+        inbound.top_up()
+
+    def _admits(self, queue: Queue, inbound: Inbound) -> bool:
+        """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?
+        Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
+        discharge, so the transfer itself is rejected."""
+        return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
+
+    def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Node:
+        if not env.to:
+            raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
+        settings = self.settings
+        to, kind = split_prefix(env.to, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None and env.annotations:
+            kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
+        decision = self.router.decide(to, kind)
+        self.authority.check_node(state, Permission.UPDATE_TOPIC, decision)
+        node = self.router.node_for(decision)
+        self.housekeeping.watch_node(node)
+        return node
+
+    def _oversize(self, inbound: Inbound, delivery: Delivery) -> None:
+        description = f"message larger than the maximum of {self.settings.max_message_size} bytes"
+        log.info("closing link %r: %s", inbound.link.name, description)
+        reject(delivery, MESSAGE_SIZE_EXCEEDED, description)
+        self.closer.close_link(inbound, Condition(MESSAGE_SIZE_EXCEEDED, description))
+
+    # -- 4. submit -------------------------------------------------------------------------------------------
+    def submit(self, ingest: Ingest, delivery: Delivery | None, node: Node, publisher: Inbound | None) -> None:
+        """Hand a message's row to the journal; it is routed and confirmed at its commit (``on_committed``)."""
+        record = ingest.record
+        assert record is not None
+        if publisher is not None:
+            publisher.pending += 1  # its credit comes back at the commit: the writer's queue stays bounded
+        if delivery is not None and not record.durable and not self.settings.journal_non_persistent:
+            # Non-persistent, journaled only to keep its place behind journaled messages (Router.prepare):
+            # accepted at once as ever, routed at its commit, in journal order.
+            accept(delivery)
+            delivery = None
+        self.router.journal_message(record, Publication(delivery, ingest.message, node, publisher))
+
+    # -- 5 to 7. on_committed, route, confirm ----------------------------------------------------------------
+    def on_committed(self, publication: Publication) -> Inbound | None:
+        """Its row is in the journal: route it, confirm its transfer. Returns the publisher to top up."""
+        delivery, message, node, publisher = publication
+        self.router.committed(message.seq)
+        if publisher is None:
+            self.route(node, message)
+            return None
+        publisher.pending -= 1
+        self.route(node, message)
+        if delivery is not None and not publisher.closed:
+            accept(delivery)
+        return publisher
+
+    def on_failed(self, publication: Publication, error: BaseException | None) -> Inbound | None:
+        """Its row could not be written: its transfer is rejected; one confirmed already (non-persistent, or a
+        management reply) is delivered anyway, from memory only. Returns the publisher to top up."""
+        delivery, message, node, publisher = publication
+        self.router.committed(message.seq)
+        if publisher is not None:
+            publisher.pending -= 1
+        if delivery is None:
+            self.route(node, message.as_journaled(False))
+        elif publisher is not None and not publisher.closed:
+            reject(delivery, INTERNAL_ERROR, f"journal write failed: {error}")
+        return publisher
+
+    def route(self, node: Node, message: Message) -> None:
+        self.published += 1
+        if isinstance(node, Topic):
+            node.publish(message)
+        else:
+            node.push(message)
+
+    # -- $management -----------------------------------------------------------------------------------------
+    def manage(self, inbound: Inbound, delivery: Delivery) -> None:
+        """A transfer on a link to $management: answer the request on its reply-to address."""
+        raw = self._read(inbound, delivery)
+        if raw is None:
+            return
+        self._manage(delivery, raw)
+        inbound.top_up()
+
+    def _manage(self, delivery: Delivery, raw: bytes) -> None:
+        try:
+            request = management.read_request(raw)
+        except codec.CodecError as exc:
+            reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
+            return
+        if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
+            response = self.topic_admin.handle(request)
+        else:
+            response = management.handle(request, self.subscriptions)
+        log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        node = self.router.node(request.reply_to or "")
+        if node is None:
+            log.info("management response dropped: no node at reply-to %r", request.reply_to)
+            return
+        reply = management.encode_response(request, response)
+        ingest = self.router.prepare(reply, codec.scan(reply), node, None, management.ADDRESS)
+        if ingest.record is None:
+            self.route(node, ingest.message)
+        else:
+            self.submit(ingest, None, node, None)  # journaled (a paging node): routed in journal order
