@@ -27,6 +27,8 @@ from typing import Any
 from proton import Message, ProtonException
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
+from subgate.mapping.errors import UNAUTHORIZED
+
 MANAGEMENT_ADDRESS = "$management"
 
 
@@ -248,7 +250,7 @@ def _plain(value: Any) -> Any:
 
 def _describe(exc: ProtonException) -> str:
     text = str(exc) or type(exc).__name__
-    if "amqp:unauthorized-access" in text or "SASL" in text.upper():
+    if UNAUTHORIZED in text or "SASL" in text.upper():
         return f"{text} (check --user/--password)"
     return text
 

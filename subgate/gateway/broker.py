@@ -67,12 +67,16 @@ from subgate.mapping.addresses import (
     temporary_address,
 )
 from subgate.mapping.errors import (
+    CONNECTION_ESTABLISHMENT_FAILED,
+    CONNECTION_FORCED,
     DECODE_ERROR,
     INTERNAL_ERROR,
     INVALID_FIELD,
     MESSAGE_SIZE_EXCEEDED,
+    NOT_ALLOWED,
     NOT_FOUND,
     NOT_IMPLEMENTED,
+    RESOURCE_DELETED,
     RESOURCE_LIMIT,
     Refused,
 )
@@ -96,8 +100,6 @@ from subgate.topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
 LinkState = Inbound | Outbound | Lookup | CoordinatorLink | RemovalLink | HandlerLink | HeldAttach
-NOT_ALLOWED = "amqp:not-allowed"
-RESOURCE_DELETED = "amqp:resource-deleted"
 
 VERSION = "0.1.0"
 OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
@@ -333,7 +335,7 @@ class Broker:
             return
         if SOLE_CONNECTION in request.desired_capabilities and self._containers.get(container_id, 0) > 0:
             log.info("refusing connection: container-id %r already connected", container_id)
-            connection.properties = {symbol("amqp:connection-establishment-failed"): True}
+            connection.properties = {symbol(CONNECTION_ESTABLISHMENT_FAILED): True}
             _refuse_connection(
                 connection,
                 INVALID_FIELD,
@@ -343,7 +345,7 @@ class Broker:
             state.closed = True
             return
         if self.stopping:
-            _refuse_connection(connection, "amqp:connection:forced", "server shutting down")
+            _refuse_connection(connection, CONNECTION_FORCED, "server shutting down")
             state.closed = True
             return
         self._containers[container_id] = self._containers.get(container_id, 0) + 1
@@ -1127,7 +1129,7 @@ class Broker:
             for state in list(self.connections):
                 connection = state.connection
                 if not connection.state & Endpoint.LOCAL_CLOSED:
-                    connection.condition = Condition("amqp:connection:forced", "server shutting down")
+                    connection.condition = Condition(CONNECTION_FORCED, "server shutting down")
                     connection.close()
             self.schedule(0.3, finish)
 

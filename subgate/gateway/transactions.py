@@ -13,7 +13,7 @@ from typing import Any
 
 from subgate.gateway import codec
 from subgate.gateway.nodes import Message, Queue
-from subgate.mapping.errors import DECODE_ERROR, Refused
+from subgate.mapping.errors import DECODE_ERROR, TRANSACTION_UNKNOWN_ID, Refused
 from subgate.mapping.outcomes import Settlement
 
 DECLARE = 0x31
@@ -21,7 +21,6 @@ DISCHARGE = 0x32
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 AMQP_VALUE = 0x77
-UNKNOWN_ID = "amqp:transaction:unknown-id"
 _NAMES = {"amqp:declare:list": DECLARE, "amqp:discharge:list": DISCHARGE}
 
 
@@ -94,7 +93,7 @@ class Transactions:
         Refused: ``amqp:transaction:unknown-id`` when no open transaction has that id."""
         txn = self.open.get(txn_id)
         if txn is None:
-            raise Refused(UNKNOWN_ID, f"unknown transaction {txn_id!r}")
+            raise Refused(TRANSACTION_UNKNOWN_ID, f"unknown transaction {txn_id!r}")
         return txn
 
     def finish(self, txn: Transaction) -> None:

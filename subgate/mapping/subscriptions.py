@@ -37,13 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from subgate.mapping.errors import NOT_FOUND, Refused
+from subgate.mapping.errors import ILLEGAL_STATE, NOT_FOUND, RESOURCE_LOCKED, Refused
 
 GLOBAL = None  # the scope of global subscriptions
 DURABLE = "durable"
 VOLATILE = "volatile"
-ILLEGAL_STATE = "amqp:illegal-state"
-RESOURCE_LOCKED = "amqp:resource-locked"
 SEPARATOR = "|"
 
 
