@@ -84,7 +84,7 @@ class OpenBatch:
         self.conn = conn
         self.messages: list[NewMessage] = []
         self.acks: list[tuple[int, int]] = []
-        self.tickets: list[Any] = []
+        self.tickets: list[int | PageAnswer] = []
 
     def flush(self) -> None:
         """Write the message and ack rows gathered so far."""
@@ -96,7 +96,7 @@ class OpenBatch:
             self.acks.clear()
 
 
-def apply_batch(conn: Connection, batch: Sequence[Operation]) -> list[Any]:
+def apply_batch(conn: Connection, batch: Sequence[Operation]) -> list[int | PageAnswer]:
     """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (page reads: answers)."""
     open_batch = OpenBatch(conn)
     apply = APPLY

@@ -112,7 +112,7 @@ class JournalWriter:
             [self._redeem(ticket) for ticket in result.failed],
         )
 
-    def _redeem(self, ticket: Any) -> Any:
+    def _redeem(self, ticket: int | PageAnswer) -> Any:
         if isinstance(ticket, PageAnswer):
             return ticket.claimed(self._held.pop(ticket.token))
         return self._held.pop(ticket)
@@ -235,6 +235,6 @@ class JournalWriter:
                     failed.append(op.ticket)
         return tokens, failed, error
 
-    def _apply(self, batch: Sequence[Operation]) -> list[Any]:
+    def _apply(self, batch: Sequence[Operation]) -> list[int | PageAnswer]:
         with self._engine.begin() as conn:
             return apply_batch(conn, batch)
