@@ -1,4 +1,5 @@
-# subgate: `make run` serves on 127.0.0.1:5672 with a SQLite store here; `make test` runs every test.
+# subgate: `make run` serves with a SQLite store here, on $SUBGATE_LISTEN (default 127.0.0.1:5672; every other
+# SUBGATE_* variable applies too); `make test` runs every test.
 # Both create their own virtualenv (.venv) with the machine's python3 and install the project into it.
 
 PYTHON ?= python3
@@ -21,7 +22,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/subgate db upgrade
-	$(BIN)/subgate serve --listen 127.0.0.1:5672
+	$(BIN)/subgate serve  # the listen address: SUBGATE_LISTEN, else 127.0.0.1:5672
 
 test: $(STAMP)
 	bash scripts/install-test-deps

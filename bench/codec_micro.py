@@ -1,4 +1,4 @@
-"""Micro-benchmark of gateway.codec on the broker's hot path.
+"""Micro-benchmark of engine.codec on the broker's hot path.
 
 Times ``scan``, ``with_delivery_count`` and ``with_annotations`` on a typical 1 KiB JMS-like message
 (durable header, x-opt-jms-msg-type and x-opt-jms-dest annotations, properties with message-id, to and
@@ -18,7 +18,7 @@ from proton import Message, byte, symbol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from subgate.gateway import codec  # noqa: E402
+from subgate.engine import codec  # noqa: E402
 
 
 def jms_message(body_size: int = 900) -> bytes:

@@ -30,7 +30,7 @@ from typing import Any
 
 from subgate.storage.db import make_engine, upgrade
 from subgate.storage.journal import JournalWriter
-from subgate.storage.records import NewMessage
+from subgate.engine.records import NewMessage
 
 # Modules that may hold a reference to the bulk inserts (the writer's, and where it applies operations).
 _BULK_USERS = ("subgate.storage.journal", "subgate.storage.applying")

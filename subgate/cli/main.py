@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import click
 
-from subgate.cli.options import config_option, resolve_store, with_store
+from subgate.cli.options import ListenAddress, config_option, resolve_store, split_address, store_cli_errors, with_store
 from subgate.cli.permissions import grants, roles
+from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
@@ -27,17 +29,11 @@ main.add_command(grants)
 main.add_command(topics)
 
 
-def _parse_listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 @main.command()
 @config_option
 @click.option(
     "--listen",
+    type=ListenAddress(),
     default="127.0.0.1:5672",
     envvar="SUBGATE_LISTEN",
     show_default=True,
@@ -51,153 +47,7 @@ def _parse_listen(value: str) -> tuple[str, int]:
     show_envvar=True,
     help="SQLAlchemy URL of the store (default: SQLite file subgate.db here).",
 )
-@click.option(
-    "--name",
-    default="subgate",
-    envvar="SUBGATE_NAME",
-    show_default=True,
-    show_envvar=True,
-    help="Server name (the container-id it opens connections with).",
-)
-@click.option(
-    "--allow-anonymous/--no-allow-anonymous",
-    default=None,
-    envvar="SUBGATE_ALLOW_ANONYMOUS",
-    show_envvar=True,
-    help="SASL ANONYMOUS (default: allowed only while no user exists).",
-)
-@click.option(
-    "--auto-create/--no-auto-create",
-    default=True,
-    envvar="SUBGATE_AUTO_CREATE",
-    show_default=True,
-    show_envvar=True,
-    help="Create queues and topics on first use.",
-)
-@click.option(
-    "--default-node-type",
-    type=click.Choice(["queue", "topic"]),
-    default="queue",
-    envvar="SUBGATE_DEFAULT_NODE_TYPE",
-    show_default=True,
-    show_envvar=True,
-    help="Node type for a new address whose attach names none.",
-)
-@click.option(
-    "--credit-window",
-    type=click.IntRange(1, 1_000_000),
-    default=1000,
-    envvar="SUBGATE_CREDIT_WINDOW",
-    show_default=True,
-    show_envvar=True,
-    help="Credit granted to each publisher link.",
-)
-@click.option(
-    "--max-message-size",
-    type=click.IntRange(1024),
-    default=10 * 1024 * 1024,
-    envvar="SUBGATE_MAX_MESSAGE_SIZE",
-    show_default=True,
-    show_envvar=True,
-)
-@click.option(
-    "--max-frame-size",
-    type=click.IntRange(512),
-    default=1024 * 1024,
-    envvar="SUBGATE_MAX_FRAME_SIZE",
-    show_default=True,
-    show_envvar=True,
-)
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(0),
-    default=60.0,
-    envvar="SUBGATE_IDLE_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds; half of it is advertised to peers.",
-)
-@click.option(
-    "--journal-non-persistent/--no-journal-non-persistent",
-    default=False,
-    envvar="SUBGATE_JOURNAL_NON_PERSISTENT",
-    show_default=True,
-    show_envvar=True,
-    help="Also journal messages sent without header.durable.",
-)
-@click.option(
-    "--reconnect-timeout",
-    type=click.FloatRange(0),
-    default=60.0,
-    envvar="SUBGATE_RECONNECT_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a connection lost without a close frame keeps its remove-with-session registrations.",
-)
-@click.option(
-    "--missing-topic-timeout",
-    type=click.FloatRange(0.01),
-    default=10.0,
-    envvar="SUBGATE_MISSING_TOPIC_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a subscribe or fetch waits for a silent missing-topic handler before it proceeds.",
-)
-@click.option(
-    "--policy-refresh",
-    type=click.FloatRange(0.1),
-    default=2.0,
-    envvar="SUBGATE_POLICY_REFRESH",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds between re-reads of users, roles and grants from the store.",
-)
-@click.option(
-    "--page-messages",
-    type=click.IntRange(0),
-    default=2000,
-    envvar="SUBGATE_PAGE_MESSAGES",
-    show_default=True,
-    show_envvar=True,
-    help="Messages a durable queue or subscription keeps in memory; the rest is read from the journal as "
-    "consumers get there (0: keep everything in memory).",
-)
-@click.option(
-    "--max-connections",
-    type=click.IntRange(1),
-    default=10000,
-    envvar="SUBGATE_MAX_CONNECTIONS",
-    show_default=True,
-    show_envvar=True,
-    help="Open connections in all; a client over the limit is refused with a reason.",
-)
-@click.option(
-    "--max-connections-per-address",
-    type=click.IntRange(1),
-    default=1000,
-    envvar="SUBGATE_MAX_CONNECTIONS_PER_ADDRESS",
-    show_default=True,
-    show_envvar=True,
-    help="Open connections from one IP address.",
-)
-@click.option(
-    "--handshake-timeout",
-    type=click.FloatRange(0.1),
-    default=10.0,
-    envvar="SUBGATE_HANDSHAKE_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds from accept to the end of SASL and the client's open; slower clients are disconnected.",
-)
-@click.option(
-    "--frame-timeout",
-    type=click.FloatRange(0.1),
-    default=30.0,
-    envvar="SUBGATE_FRAME_TIMEOUT",
-    show_default=True,
-    show_envvar=True,
-    help="Seconds a frame may take to arrive whole once it has begun.",
-)
+@settings_options
 @click.option(
     "--migrate/--no-migrate",
     default=False,
@@ -214,99 +64,21 @@ def _parse_listen(value: str) -> tuple[str, int]:
     show_default=True,
     show_envvar=True,
 )
-@click.option(
-    "--memory-limit-messages",
-    type=click.IntRange(0),
-    default=100_000,
-    envvar="SUBGATE_MEMORY_LIMIT_MESSAGES",
-    show_default=True,
-    show_envvar=True,
-    help="Messages not in the journal (non-persistent ones, any on a temporary queue or non-durable "
-    "subscription) a queue may hold in memory (0: no limit).",
-)
-@click.option(
-    "--memory-limit-bytes",
-    type=click.IntRange(0),
-    default=64 * 1024 * 1024,
-    envvar="SUBGATE_MEMORY_LIMIT_BYTES",
-    show_default=True,
-    show_envvar=True,
-    help="Bytes of such messages a queue may hold in memory (0: no limit).",
-)
-@click.option(
-    "--memory-full-policy",
-    type=click.Choice(["block", "fail"]),
-    default="block",
-    envvar="SUBGATE_MEMORY_FULL_POLICY",
-    show_default=True,
-    show_envvar=True,
-    help="A queue at its memory limit: block (no more credit for its publishers until it drains) or fail "
-    "(reject further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
-)
-def serve(
-    listen: str,
-    store: str | None,
-    name: str,
-    allow_anonymous: bool | None,
-    auto_create: bool,
-    default_node_type: str,
-    credit_window: int,
-    max_message_size: int,
-    max_frame_size: int,
-    idle_timeout: float,
-    journal_non_persistent: bool,
-    reconnect_timeout: float,
-    missing_topic_timeout: float,
-    policy_refresh: float,
-    page_messages: int,
-    max_connections: int,
-    max_connections_per_address: int,
-    handshake_timeout: float,
-    frame_timeout: float,
-    migrate: bool,
-    log_level: str,
-    memory_limit_messages: int,
-    memory_limit_bytes: int,
-    memory_full_policy: str,
-) -> None:
-    """Run the server."""
+def serve(listen: str, store: str | None, migrate: bool, log_level: str, **settings_params: Any) -> None:
+    """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""
     from subgate.gateway.server import serve as run_server
-    from subgate.storage.errors import SchemaOutOfDate
 
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    host, port = _parse_listen(listen)
+    host, port = split_address(listen)
     settings = Settings(
-        listen_host=host,
-        listen_port=port,
-        store_url=resolve_store(store),
-        name=name,
-        allow_anonymous=allow_anonymous,
-        auto_create=auto_create,
-        default_node_type=default_node_type,
-        credit_window=credit_window,
-        max_message_size=max_message_size,
-        max_frame_size=max_frame_size,
-        idle_timeout=idle_timeout,
-        journal_non_persistent=journal_non_persistent,
-        reconnect_timeout=reconnect_timeout,
-        missing_topic_timeout=missing_topic_timeout,
-        policy_refresh_interval=policy_refresh,
-        page_messages=page_messages,
-        max_connections=max_connections,
-        max_connections_per_address=max_connections_per_address,
-        handshake_timeout=handshake_timeout,
-        frame_timeout=frame_timeout,
-        memory_limit_messages=memory_limit_messages,
-        memory_limit_bytes=memory_limit_bytes,
-        memory_full_policy=memory_full_policy,
+        listen_host=host, listen_port=port, store_url=resolve_store(store), **settings_values(settings_params)
     )
     try:
-        code = run_server(settings, migrate=migrate)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+        with store_cli_errors(settings.store_url):
+            code = run_server(settings, migrate=migrate)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
@@ -330,10 +102,16 @@ def db_upgrade(store: str | None, revision: str) -> None:
     click.echo(f"store {_safe(url)} is at {revision}")
 
 
+STORE_BEHIND = 3  # ``db current``'s exit code when the store is not at the head revision
+
+
 @db.command("current")
 @with_store
 def db_current(store: str | None) -> None:
-    """Print the store's schema revision and the code's head revision."""
+    """Print the store's schema revision and the code's head revision.
+
+    Exits with 0 when the store is at the head revision, 3 when it is not (1: the store cannot be read).
+    """
     from subgate.storage.db import make_engine, schema_status
 
     engine = make_engine(resolve_store(store))
@@ -345,12 +123,13 @@ def db_current(store: str | None) -> None:
     click.echo(f"head:    {head}")
     if current != head:
         click.echo("the store is out of date: run 'subgate db upgrade'")
+        click.get_current_context().exit(STORE_BEHIND)
 
 
 def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from subgate.storage.errors import safe_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return safe_url(url)
 
 
 # -- users ------------------------------------------------------------------------------------------------------
@@ -360,15 +139,10 @@ def users() -> None:
 
 
 def _sessions(store: str | None):  # type: ignore[no-untyped-def]
-    from subgate.gateway.server import check_schema
-    from subgate.storage.db import make_engine, session_factory
-    from subgate.storage.errors import SchemaOutOfDate
+    from subgate.storage.db import check_schema, make_engine, session_factory
 
     url = resolve_store(store)
-    try:
-        check_schema(url, migrate=False)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+    check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through with_store
     return session_factory(make_engine(url))
 
 
@@ -381,12 +155,45 @@ def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     default=None,
     help="The password (prompted for when absent; SUBGATE_PASSWORD works too).",
 )
-def users_add(store: str | None, name: str, password: str | None) -> None:
-    """Add a user NAME."""
-    from subgate.gateway.passwords import hash_password
-    from subgate.storage.errors import AlreadyExists
-    from subgate.storage.principals import add_principal
+@click.option(
+    "--role",
+    "roles_",
+    multiple=True,
+    metavar="ROLE",
+    help="Give the new user this role (repeatable); 'admin' may do everything.",
+)
+def users_add(store: str | None, name: str, password: str | None, roles_: tuple[str, ...]) -> None:
+    """Add a user NAME (with --role ROLE to give it roles at once).
 
+    Once a user exists only grants count: anonymous access is off (unless 'serve --allow-anonymous') and a user
+    may do only what its grants and roles allow (docs/permissions.md). The output says so for the first user.
+    """
+    from subgate.storage.errors import AlreadyExists, NotFound
+    from subgate.storage.passwords import hash_password
+    from subgate.storage.permissions import assign_role
+    from subgate.storage.principals import add_principal, count_principals
+
+    password = _new_password(password)
+    try:
+        with _sessions(store).begin() as session:
+            first = count_principals(session) == 0
+            add_principal(session, name, hash_password(password))
+            for role in dict.fromkeys(roles_):
+                assign_role(session, role, name)
+    except (AlreadyExists, NotFound) as exc:
+        raise click.ClickException(str(exc)) from exc
+    held = f" with role(s) {', '.join(dict.fromkeys(roles_))}" if roles_ else ""
+    click.echo(f"added user {name!r}{held}")
+    if first:
+        click.echo("anonymous access is now off because a user exists (unless the server runs with --allow-anonymous)")
+    if not roles_:
+        click.echo(
+            f"{name!r} may do nothing until granted: 'subgate roles assign admin {name}' for everything, or "
+            f"'subgate grants add PERMISSION --user {name} [--path PATH]' (docs/permissions.md)"
+        )
+
+
+def _new_password(password: str | None) -> str:
     if password is None:
         if not sys.stdin.isatty():
             password = sys.stdin.readline().rstrip("\n")
@@ -394,13 +201,7 @@ def users_add(store: str | None, name: str, password: str | None) -> None:
             password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     if not password:
         raise click.UsageError("the password must not be empty")
-    sessions = _sessions(store)
-    try:
-        with sessions.begin() as session:
-            add_principal(session, name, hash_password(password))
-    except AlreadyExists as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"added user {name!r}")
+    return password
 
 
 @users.command("list")

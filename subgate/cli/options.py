@@ -1,12 +1,19 @@
-"""Options shared by every command: the store URL and the TOML config file.
+"""Options shared by every command: the store URL, the TOML config file, HOST:PORT values, and the one place
+where store errors become command-line errors.
 
 Precedence, highest first: command-line flag, ``SUBGATE_*`` environment variable, ``--config`` TOML file,
 built-in default. The TOML file holds the same names as the flags (``listen = "127.0.0.1:5672"``,
-``store = "postgresql+psycopg://..."``), at top level or under a ``[subgate]`` table.
+``store = "postgresql+psycopg://..."``), at top level or under a ``[subgate]`` table. One file may serve every
+command, so a key is known when any ``subgate`` command has an option of that name; an unknown key, or a value
+the current command's option refuses, is a configuration error naming the file and the key (exit code 2).
+
+Exit codes: 1 for an error while doing the work (the store cannot be reached, a row is missing...), 2 for bad
+configuration or usage (unknown key, bad value, bad store URL, port out of range).
 """
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,22 +27,84 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
 
+class ConfigError(click.ClickException):
+    """Bad configuration (a key, a value, a URL): one line on stderr, exit code 2."""
+
+    exit_code = 2
+
+
+class ListenAddress(click.ParamType):
+    """``HOST:PORT`` with a port in 0..65535 (``[::1]:5672`` for IPv6); the value stays a string."""
+
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            split_address(text)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return text
+
+
+def split_address(value: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT``; an empty host is 127.0.0.1.
+
+    Raises:
+        ValueError: not HOST:PORT, or the port is outside 0..65535.
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    if int(port) > 65535:
+        raise ValueError(f"port {port} is out of range (0 to 65535) in {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _known_keys(ctx: click.Context) -> set[str]:
+    """The names of every option of every ``subgate`` command: what a shared config file may hold."""
+    known: set[str] = set()
+    pending: list[click.Command] = [ctx.find_root().command]
+    while pending:
+        command = pending.pop()
+        known.update(p.name for p in command.params if p.name and p.expose_value)
+        if isinstance(command, click.Group):
+            pending.extend(command.commands.values())
+    return known
+
+
+def _check_config(ctx: click.Context, path: str, values: dict[str, Any]) -> None:
+    """Every key known to some command; every value for this command's options one it accepts."""
+    known = _known_keys(ctx)
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+    for param in ctx.command.params:
+        if param.name in values:
+            try:
+                param.type_cast_value(ctx, values[param.name])
+            except click.BadParameter as exc:
+                raise ConfigError(f"{path}: bad value for {param.name!r}: {exc.message}") from exc
+
+
 def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
-    """Eager callback: put the TOML file's values into the command's default map."""
+    """Eager callback: check the TOML file and put its values into the command's default map."""
     if not path:
         return path
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise click.BadParameter(f"{path} is not valid TOML: {exc}") from exc
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     section = data.get("subgate", data)
     if not isinstance(section, dict):
-        raise click.BadParameter(f"{path}: [subgate] must be a table")
+        raise ConfigError(f"{path}: [subgate] must be a table")
+    values = {str(key).replace("-", "_"): value for key, value in section.items()}
+    _check_config(ctx, path, values)
     defaults = dict(ctx.default_map or {})
-    defaults.update({str(key).replace("-", "_"): value for key, value in section.items()})
+    defaults.update(values)
     ctx.default_map = defaults
     return path
 
@@ -61,7 +130,14 @@ store_option = click.option(
 
 
 def with_store(command: Callable[..., Any]) -> Callable[..., Any]:
-    return config_option(store_option(command))
+    """--config and --store, and the command's body run inside ``store_cli_errors``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with store_cli_errors(kwargs.get("store")):
+            return command(*args, **kwargs)
+
+    return config_option(store_option(run))
 
 
 def resolve_store(store: str | None) -> str:
@@ -69,17 +145,26 @@ def resolve_store(store: str | None) -> str:
 
 
 @contextmanager
+def store_cli_errors(store: str | None) -> Iterator[None]:
+    """The store's errors as click errors: a bad URL exits 2, everything else 1; one line each."""
+    from subgate.storage.errors import BadStoreUrl, StoreError, store_errors
+
+    try:
+        with store_errors(resolve_store(store)):
+            yield
+    except BadStoreUrl as exc:
+        raise ConfigError(str(exc)) from exc
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@contextmanager
 def store_sessions(store: str | None) -> Iterator[sessionmaker[Session]]:
     """Sessions on the store at ``--store``, once its schema is at the head revision (else a click error)."""
-    from subgate.gateway.server import check_schema
-    from subgate.storage.db import make_engine, session_factory
-    from subgate.storage.errors import SchemaOutOfDate
+    from subgate.storage.db import check_schema, make_engine, session_factory
 
     url = resolve_store(store)
-    try:
-        check_schema(url, migrate=False)
-    except SchemaOutOfDate as exc:
-        raise click.ClickException(str(exc)) from exc
+    check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through store_cli_errors
     engine = make_engine(url)
     try:
         yield session_factory(engine)

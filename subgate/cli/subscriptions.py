@@ -1,12 +1,13 @@
 """``subgate subscriptions list|show`` and ``subgate unsubscribe``: the operator side of JMS subscriptions.
 
-Every command first asks the running server, through its management node (``cli.management``), at
-``--server`` (default: where ``subgate serve`` listens: ``SUBGATE_LISTEN``, the config file's ``listen``,
-127.0.0.1:5672). When nothing listens there it works on the store directly (``--store``, as for ``serve``) and
-says so on stderr. The store path reads consumer counts as the server last wrote them and counts backlogs with
-``storage.subscriptions.backlog_count``, applying each subscription's selector. It refuses an out-of-date
-schema, and it refuses to remove a subscription whose stored consumer count is not zero: only a server that
-died without cleaning up leaves one behind, and the next start resets it.
+Every command first asks the running server, through its management node (``cli.management``): the server that
+owns the store (its lease, ``cli.owner``), else ``--server`` when one is given. When no server owns the store and
+nothing listens at ``--server`` (or none was given) it works on the store directly (``--store``, as for
+``serve``). It refuses to change a store whose live owner does not answer. The store path reads consumer
+counts as the server last wrote them and counts backlogs with ``storage.subscriptions.backlog_count``, applying
+each subscription's selector. It refuses an out-of-date schema, and it refuses to remove a subscription whose
+stored consumer count is not zero: only a server that died without cleaning up leaves one behind, and the next
+start resets it.
 
 Both paths produce the same ``SubscriptionView`` rows, so the output does not depend on where they came from.
 """
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
-from subgate.cli.options import resolve_store, with_store
-from subgate.storage.records import SubscriptionRecord
+from subgate.cli.options import resolve_store, split_address, with_store
+from subgate.cli.owner import decide, store_owner
+from subgate.engine.records import SubscriptionRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -135,6 +137,7 @@ class Target:
     password: str | None
     store: str
     timeout: float
+    explicit: bool = True  # --server came from a flag, a variable or the config file (not the default)
 
     @property
     def server(self) -> str:
@@ -251,7 +254,7 @@ def _selector_predicate(record: SubscriptionRecord) -> tuple[Callable[[bytes], b
     if record.selector is None or not record.selector.strip():
         return None, True
     try:
-        from subgate.gateway.selection import compile_selector
+        from subgate.engine.selection import compile_selector
 
         return compile_selector(record.selector), True
     except Exception as exc:  # the selector engine is optional here: report and carry on without a count
@@ -264,19 +267,32 @@ def _selector_predicate(record: SubscriptionRecord) -> tuple[Callable[[bytes], b
 
 @contextmanager
 def running_server(target: Target) -> Iterator[ManagementClient | None]:
-    """A management client of the server at ``target.server``, or None (said on stderr) when nothing listens
-    there, so the caller can use the store instead."""
-    client = ManagementClient(
-        target.host, target.port, user=target.user, password=target.password, timeout=target.timeout
-    )
+    """A management client of the server that owns the store, or of ``--server`` when none does (cli.owner);
+    None (said on stderr) when no server owns the store and nothing listens at ``--server``, so the caller can
+    use the store instead."""
+    explicit = (target.host, target.port) if target.explicit else None
+    try:
+        decision = decide(explicit, store_owner(target.store))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if decision.address is None:  # no server owns the store and none was named: the store it is
+        yield None
+        return
+    host, port = decision.address
+    client = ManagementClient(host, port, user=target.user, password=target.password, timeout=target.timeout)
     try:
         client.open()
-    except ServerUnreachable:
+    except ServerUnreachable as exc:
+        if decision.owner is not None:
+            raise click.ClickException(
+                f"the store {_safe(target.store)} is in use by {decision.owner.describe()}, but nothing answers "
+                "there; not changing the store behind a running server (retry when it answers, or stop it)"
+            ) from exc
         click.echo(f"server not reachable at {target.server}; using the store {_safe(target.store)}", err=True)
         yield None
         return
     except ManagementUnavailable as exc:
-        raise click.ClickException(f"cannot use the server at {target.server}: {exc}") from exc
+        raise click.ClickException(f"cannot use the server at {host}:{port}: {exc}") from exc
     try:
         yield client
     finally:
@@ -298,9 +314,9 @@ def open_backend(target: Target) -> Iterator[Backend]:
 
 
 def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from subgate.storage.errors import safe_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    return safe_url(url)
 
 
 # -- options ----------------------------------------------------------------------------------------------------
@@ -336,15 +352,18 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def make_target(listen: str, user: str | None, password: str | None, store: str | None, timeout: float) -> Target:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {listen!r}", param_hint="--server")
-    if int(port) == 0:
+    try:
+        host, port = split_address(listen)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--server") from exc
+    if port == 0:
         raise click.BadParameter("port 0 names no server; give the port it listens on", param_hint="--server")
-    host = host.strip("[]")
     if host in ("", "0.0.0.0", "::"):  # a wildcard listen address: the server is reachable on loopback
         host = "127.0.0.1"
-    return Target(host, int(port), user, password, resolve_store(store), timeout)
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source("listen") if ctx is not None else None
+    explicit = source is not None and source != click.core.ParameterSource.DEFAULT
+    return Target(host, port, user, password, resolve_store(store), timeout, explicit)
 
 
 def scope(client_id: str | None, global_: bool, *, required: bool) -> str | None:

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from proton.reactor import ApplicationEvent, EventInjector
 from sqlalchemy.orm import Session, sessionmaker
 
-from subgate.gateway.passwords import verify_password
 from subgate.gateway.sasl import CredentialsReceived
+from subgate.storage.passwords import verify_password
 from subgate.storage.principals import count_principals, find_principal
 
 log = logging.getLogger("subgate.auth")
@@ -40,6 +40,7 @@ class Authenticator:
         self._on_principals_changed = on_principals_changed
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="subgate-auth")
         self._lock = threading.Lock()
+        self._withdrawn: set[int] = set()  # requests whose connection ended before a worker got to them
         self._principals_exist = self._count() > 0
 
     def anonymous_allowed(self) -> bool:
@@ -74,7 +75,17 @@ class Authenticator:
         reactor object ever sits on a worker thread)."""
         self._pool.submit(self._check, request, credentials)
 
+    def withdraw(self, request: int) -> None:
+        """The connection behind ``request`` is gone: do not spend a password hash on it (a client that sends
+        PLAIN credentials and hangs up at once must not queue work ahead of everybody else's login)."""
+        with self._lock:
+            self._withdrawn.add(request)
+
     def _check(self, request: int, credentials: CredentialsReceived) -> None:
+        with self._lock:
+            if request in self._withdrawn:
+                self._withdrawn.discard(request)
+                return
         try:
             authenticated, username = self._verify(credentials)
         except Exception:

@@ -1,7 +1,7 @@
 """The broker's proton handler: connection, session, link and delivery events, kept thin.
 
 Each ``on_*`` method reads the proton objects into plain values, asks a rule (``mapping``) or the node engine
-(``gateway.nodes`` through ``gateway.router``), and writes the answer back. This is a flat handler set directly
+(``engine.nodes`` through ``gateway.router``), and writes the answer back. This is a flat handler set directly
 on the container (no ``MessagingHandler`` stack): one Python call per event. Journal completions arrive as the
 ``journal_committed`` application event from the writer thread.
 
@@ -15,21 +15,25 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.reactor import Container
 
-from subgate.gateway import codec, management
-from subgate.gateway.browsing import Browser
+from subgate.engine import codec
+from subgate.engine.browsing import Browser
+from subgate.engine.memory import Answer, Sender, describe
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.selection import compile_selector
+from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
+from subgate.engine.transactions import TRANSACTIONAL_STATE
+from subgate.gateway import management
 from subgate.gateway.channels import connection_channel, end_after_output
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, Lookup, Outbound, accept, reject
-from subgate.gateway.memory import Answer, Sender, describe
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
-from subgate.gateway.peer_fields import read_open
+from subgate.gateway.peer_fields import peer_text, read_open
 from subgate.gateway.router import Router
-from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
 from subgate.gateway.termini import (
@@ -52,14 +56,13 @@ from subgate.gateway.topic_control import (
     handler_path,
     removal_branch,
 )
-from subgate.gateway.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.gateway.transacting import Transacting
-from subgate.gateway.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
     TOPIC,
     NodeDecision,
+    check_temporary_use,
     dynamic_kind,
     kind_from_capabilities,
     kind_from_jms_dest,
@@ -81,6 +84,7 @@ from subgate.mapping.errors import (
     Refused,
 )
 from subgate.mapping.filters import FilterRequest, read_filters
+from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
 from subgate.mapping.permissions import OPEN_POLICY, Permission, Policy
 from subgate.mapping.selectors import SelectorError
@@ -96,6 +100,7 @@ from subgate.mapping.subscriptions import (
     lookup_source_capabilities,
     removed_on_detach,
 )
+from subgate.storage.journal import JournalWriter
 from subgate.topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
@@ -213,15 +218,23 @@ class Broker:
     """The container's handler (see the module docstring)."""
 
     def __init__(
-        self, settings: Settings, router: Router, container: Container, subscriptions: Subscriptions | None = None
+        self,
+        settings: Settings,
+        router: Router,
+        container: Container,
+        subscriptions: Subscriptions | None = None,
+        *,
+        journal: JournalWriter,
     ) -> None:
         self.settings = settings
         self.router = router
+        self.journal = journal  # claims committed tickets back into tokens (reactor thread); removal rows
         self.subscriptions = subscriptions or Subscriptions(router)
         self.transacting = Transacting(router, self._route)
         self.container = container
         self.connections: set[ConnectionState] = set()
         self._containers: dict[str, int] = {}
+        self._temporary_owners: dict[str, ConnectionState] = {}  # temporary node name -> the connection that made it
         self._scheduled: dict[str, int] = {}
         self.stopping = False
         self.published = 0
@@ -236,7 +249,7 @@ class Broker:
             self.schedule,
             self.remove_branch,
         )
-        self.control.journal = router.writer
+        self.control.journal = journal
         self.topic_admin = TopicAdmin(router, self.control, self.remove_topics, self._refresh_policy)
 
     # -- timers ----------------------------------------------------------------------------------------------
@@ -259,7 +272,7 @@ class Broker:
                         log.warning("publisher link %r: credit count had drifted; resynchronised", link_state.link.name)
         for cursor, queue in self.router.tracked.values():
             if cursor.acks_since_low_water:
-                self.router.writer.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
+                self.journal.submit_low_water(cursor.cursor_id, self.router.safe_low_water(queue))
                 cursor.acks_since_low_water = 0
         self._since_policy_refresh += self.settings.expiry_sweep_interval
         if self.on_policy_refresh is not None and self._since_policy_refresh >= self.settings.policy_refresh_interval:
@@ -277,18 +290,24 @@ class Broker:
         if self.on_policy_refresh is not None:
             self.on_policy_refresh()
 
-    def _check(self, state: ConnectionState, permission: Permission, path: str | None = None) -> None:
+    def _check(
+        self, state: ConnectionState, permission: Permission, path: str | None = None, kind: str | None = None
+    ) -> None:
         """Raises: Refused(amqp:unauthorized-access) when the connection's principal lacks ``permission``."""
-        self.policy.check(state.user, permission, path)
+        self.policy.check(state.user, permission, path, kind)
 
     def _check_node(self, state: ConnectionState, permission: Permission, decision: NodeDecision) -> None:
         """``permission`` on a node's address, plus MODIFY_TOPIC when the attach would create it. Temporary
-        nodes belong to the connection that made them and are not checked (docs/permissions.md)."""
+        nodes are not in the permission tree: anyone may send to one, only the connection that created it may
+        receive from it (mapping.addresses.check_temporary_use; docs/permissions.md)."""
         if decision.address.startswith(TEMPORARY_PREFIX):
+            owner = self._temporary_owners.get(decision.address)
+            receiving = permission is not Permission.UPDATE_TOPIC
+            check_temporary_use(decision.address, owned=owner is state, receiving=receiving)
             return
         if decision.create:
-            self._check(state, Permission.MODIFY_TOPIC, decision.address)
-        self._check(state, permission, decision.address)
+            self._check(state, Permission.MODIFY_TOPIC, decision.address, decision.kind)
+        self._check(state, permission, decision.address, decision.kind)
 
     def watch_schedule(self, queue: Queue) -> None:
         def on_schedule(at_ms: int) -> None:
@@ -426,23 +445,40 @@ class Broker:
         state: ConnectionState | None = getattr(link.connection, "_sg", None)
         if state is None or state.closed:
             return
+        try:
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
+        except Refused as refusal:
+            if refusal.condition == INVALID_FIELD:  # too long: no detach repeating it would fit the client's frames
+                log.info("closing the connection of %s: %s", state.container_id, refusal.description)
+                connection = link.connection
+                connection.condition = Condition(refusal.condition, refusal.description)
+                connection.close()
+                end_after_output(connection)
+                return
         self._attach(link, state, consult_handlers=True)
 
     def _attach(self, link: Link, state: ConnectionState, *, consult_handlers: bool) -> None:
         try:
+            # A name that is not text is refused like any other attach: proton echoes the name it holds as
+            # bytes, so the refusal needs no decoded copy of it.
+            check_link_name(peer_text("attach name", lambda: link.name) or "")
             if link.is_receiver:
                 self._open_publisher(link, state)
             else:
                 self._open_consumer(link, state, consult_handlers=consult_handlers)
         except Refused as refusal:
-            log.info("refused attach %r from %s: %s", link.name, state.container_id, refusal.description)
+            log.info("refused attach from %s: %s", state.container_id, refusal.description)
             refuse_attach(link, refusal.condition, refusal.description)
+        except UnicodeDecodeError:  # a field of the attach that is not text, read where nobody expected it
+            log.info("refused attach from %s: a field is not valid text", state.container_id)
+            refuse_attach(link, DECODE_ERROR, "a field of the attach is not valid text")
         except Exception:
             log.exception("attach %r failed", link.name)
             refuse_attach(link, INTERNAL_ERROR, "internal error while attaching")
 
     def _open_publisher(self, link: Link, state: ConnectionState) -> None:
-        target = read_terminus(link.remote_target)
+        target = self._unprefixed(peer_text("attach target", lambda: read_terminus(link.remote_target)))
+        check_terminus(target.address, len(target.capabilities))
         if target.coordinator:
             coordinator = CoordinatorLink(link, state)
             link._sg = coordinator
@@ -459,7 +495,7 @@ class Broker:
         if service:
             self._check(state, Permission.CONTROL_SERVER)
         if target.dynamic:
-            node = self._create_temporary(target)
+            node = self._create_temporary(target, state)
         elif target.present and address and not service:
             decision = self.router.decide(address, kind_from_capabilities(target.capabilities))
             self._check_node(state, Permission.UPDATE_TOPIC, decision)
@@ -494,15 +530,17 @@ class Broker:
         accept_attach(link)
 
     def _open_consumer(self, link: Link, state: ConnectionState, *, consult_handlers: bool = True) -> None:
-        source = read_terminus(link.remote_source)
+        source = self._unprefixed(peer_text("attach source", lambda: read_terminus(link.remote_source)))
         if not source.present:
             self._open_lookup(link, state)
             return
+        check_terminus(source.address, len(source.capabilities))
         address = source.address or ""
         if address.startswith(CONTROL_PREFIX):
             self._open_handler(link, state, address)
             return
         filters = read_filters(source.filters)
+        check_selector(filters.selector)
         fqqn = None if source.dynamic else split_fqqn(address)
         if fqqn is not None:
             self._open_subscription_browser(link, state, source, fqqn, filters)
@@ -519,12 +557,12 @@ class Broker:
                 self._open_selector_consumer(link, state, source, selector, filters)
                 return
         if source.dynamic:
-            node = self._create_temporary(source)
+            node = self._create_temporary(source, state)
         elif not address:
             raise Refused(INVALID_FIELD, "a source address is required")
         else:
             decision = self.router.decide(address, kind_from_capabilities(source.capabilities))
-            if decision.kind == TOPIC:
+            if decision.kind == TOPIC and not address.startswith(TEMPORARY_PREFIX):
                 self._check(state, Permission.SELECT_TOPIC, address)
             self._check_node(state, Permission.READ_TOPIC, decision)
             node = self.router.node_for(decision)
@@ -716,14 +754,28 @@ class Broker:
         assert sub is not None
         self.subscriptions.delete(sub)
 
-    def _create_temporary(self, terminus: TerminusRequest) -> Queue | Topic:
-        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it."""
+    def _create_temporary(self, terminus: TerminusRequest, owner: ConnectionState) -> Queue | Topic:
+        """A dynamic node (temporary queue or topic, mapping §5.3); it lives as long as the link that made it,
+        and only ``owner`` may receive from it."""
         kind = dynamic_kind(terminus.capabilities)
         node = self.router.create(temporary_address(kind, uuid.uuid4().hex), kind, durable=False)
+        self._temporary_owners[node.name] = owner
         self._watch_node(node)
         return node
 
+    def _unprefixed(self, terminus: TerminusRequest) -> TerminusRequest:
+        """The terminus with its address's routing prefix (``topic://``, ``queue://``: mapping.names) turned into
+        the capability of the node type it names; what the client sent is still what the attach echoes."""
+        if not terminus.address:
+            return terminus
+        settings = self.settings
+        address, kind = split_prefix(terminus.address, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None:
+            return terminus
+        return replace(terminus, address=address, capabilities=terminus.capabilities | {kind})
+
     def _delete_temporary(self, name: str) -> None:
+        self._temporary_owners.pop(name, None)
         node = self.router.nodes.get(name)
         if node is not None:
             self._delete_nodes([node], lambda gone: f"temporary destination {gone.name!r} was deleted")
@@ -890,7 +942,7 @@ class Broker:
         browser.on_rows = on_rows
 
     def _browse(self, out: Outbound) -> None:
-        """Copies for a browser (gateway.browsing), as far as its credit goes. A drain is answered only once the
+        """Copies for a browser (engine.browsing), as far as its credit goes. A drain is answered only once the
         walk has nothing more to show: while a journal page is being read for it, the answer waits for the
         page (else Qpid JMS would take the early answer for the end of the queue)."""
         browser = out.browser
@@ -990,14 +1042,14 @@ class Broker:
                 # accepted at once as ever, routed at its commit, in journal order.
                 accept(delivery)
                 waiting = None
-            self.router.writer.submit_message(record, (waiting, ingest.message, node, inbound))
+            self.journal.submit_message(record, (waiting, ingest.message, node, inbound))
         else:
             self._route(node, ingest.message)
             accept(delivery)
         inbound.top_up()
 
     def _admits(self, queue: Queue, inbound: Inbound) -> bool:
-        """May ``queue`` take one more message that is not in the journal from this publisher (gateway.memory)?
+        """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?
         Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
         discharge, so the transfer itself is rejected."""
         return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
@@ -1034,13 +1086,16 @@ class Broker:
             self._route(node, ingest.message)
             return
         self.router.submitted(ingest.record.id)  # journaled (a paging node): routed in journal order
-        self.router.writer.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
+        self.journal.submit_message(ingest.record, _RouteAtCommit(self, node, ingest.message))
 
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Queue | Topic:
         if not env.to:
             raise Refused(NOT_FOUND, "anonymous relay: the message has no 'to' address")
-        kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest")) if env.annotations else None
-        decision = self.router.decide(env.to, kind)
+        settings = self.settings
+        to, kind = split_prefix(env.to, settings.anycast_prefixes, settings.multicast_prefixes)
+        if kind is None and env.annotations:
+            kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
+        decision = self.router.decide(to, kind)
         self._check_node(state, Permission.UPDATE_TOPIC, decision)
         node = self.router.node_for(decision)
         self._watch_node(node)
@@ -1083,7 +1138,7 @@ class Broker:
     # -- journal completions ---------------------------------------------------------------------------------
     @guarded
     def on_journal_committed(self, event: Any) -> None:
-        result = self.router.writer.claim(event.subject)  # the tokens never left this thread
+        result = self.journal.claim(event.subject)  # the tokens never left this thread
         touched: set[Inbound] = set()
         for token in result.tokens:
             if callable(token):
@@ -1139,5 +1194,5 @@ class Broker:
             if self.on_stopped is not None:
                 self.on_stopped()
 
-        self.router.writer.submit_barrier(close_connections)
+        self.journal.submit_barrier(close_connections)
         self.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping

@@ -16,7 +16,7 @@ from typing import Any
 
 from proton import Connection, Transport
 
-from subgate.gateway.admission import ChannelClock, Verdict
+from subgate.engine.admission import ChannelClock, Verdict
 from subgate.gateway.sasl import SaslServer
 
 READ = select.EPOLLIN | select.EPOLLRDHUP
@@ -43,6 +43,7 @@ class Channel:
         "verdict",
         "refusal",
         "ending",
+        "verdict_request",
     )
 
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
@@ -62,6 +63,7 @@ class Channel:
         self.verdict = Verdict.ADMIT
         self.refusal: str | None = None  # over a connection limit: why; the handshake is answered with a refusal
         self.ending = False  # close the socket once the output is written (io.end_after_output)
+        self.verdict_request: int | None = None  # the auth request it waits for (gateway.sasl_phase)
 
     @property
     def address(self) -> str:

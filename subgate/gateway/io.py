@@ -2,7 +2,7 @@
 
 Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
 global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first
-admitted or refused (``gateway.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
+admitted or refused (``engine.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
 to the ``Authenticator``'s worker threads and come back as the ``sasl_verdict`` application event), and only then
 gets a proton ``Transport`` (server mode, no SASL layer) bound to a new ``Connection`` on the container's
 collector. It also batches writes: transports that produced output are flushed once per loop turn, and a socket
@@ -26,7 +26,7 @@ from typing import Any
 from proton import Condition, Endpoint, Transport
 from proton.reactor import Container
 
-from subgate.gateway.admission import Admission, ConnectionLimits, Verdict
+from subgate.engine.admission import Admission, ConnectionLimits, Verdict
 from subgate.gateway.channels import READ, WRITE, Channel, RateLimitedLog
 from subgate.gateway.sasl import CredentialsReceived, SaslServer
 from subgate.gateway.sasl_phase import SaslPhase
@@ -37,6 +37,7 @@ log = logging.getLogger("subgate.io")
 _READ = READ
 _WRITE = WRITE
 _RECV_MAX = 1 << 20
+_ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (out of file descriptors)
 _CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
 
 
@@ -49,16 +50,18 @@ class ServerIO:
         *,
         authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
+        withdraw: Callable[[int], None] | None = None,
         limits: ConnectionLimits | None = None,
     ) -> None:
         self._container = container
-        self._sasl = SaslPhase(self, authenticate)
+        self._sasl = SaslPhase(self, authenticate, withdraw)
         self._configure_transport = configure_transport
         self._limits = limits or ConnectionLimits()
         self._admission = Admission(self._limits)
         self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
         self._listeners: dict[int, socket.socket] = {}
+        self._accept_paused_until = 0.0
         self._channels: dict[int, Channel] = {}
         self._selectables: dict[int, Any] = {}
         self._timed: set[Any] = set()
@@ -95,6 +98,19 @@ class ServerIO:
             self._container._selectables -= 1
         self._listeners.clear()
 
+    def _pause_accepting(self) -> None:
+        """Out of file descriptors: stop watching the listeners for a moment instead of spinning on them (a
+        listener with a pending connection stays readable, and every accept fails until a descriptor is free)."""
+        for fd in self._listeners:
+            self._epoll.modify(fd, 0)
+        self._accept_paused_until = time.time() + _ACCEPT_PAUSE
+
+    def _resume_accepting(self, now: float) -> None:
+        if self._accept_paused_until and now >= self._accept_paused_until:
+            self._accept_paused_until = 0.0
+            for fd in self._listeners:
+                self._epoll.modify(fd, select.EPOLLIN)
+
     @property
     def channels(self) -> list[Channel]:
         return list(self._channels.values())
@@ -106,7 +122,8 @@ class ServerIO:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
-                log.warning("accept failed: %s", exc)
+                self._refusals_logged.info("accept failed: %s; not accepting for %gs", exc, _ACCEPT_PAUSE)
+                self._pause_accepting()
                 return
             channel = Channel(sock, peer, self._container.mark())
             channel.verdict, reason = self._admission.decide(channel.address)
@@ -264,6 +281,7 @@ class ServerIO:
             return
         channel.closed = True
         self._admission.release(channel.address, channel.verdict)
+        self._sasl.forget(channel)
         self._dirty.discard(channel)
         self._channels.pop(channel.fd, None)
         try:
@@ -377,6 +395,7 @@ class ServerIO:
             deadline = selectable.deadline
             if deadline and deadline <= now:
                 selectable.expired()
+        self._resume_accepting(now)
         if now >= self._next_tick:
             self._tick(now)
 
@@ -421,6 +440,8 @@ class ServerIO:
         deadlines = [d for d in (s.deadline for s in self._timed) if d]
         if self._next_tick:
             deadlines.append(self._next_tick)
+        if self._accept_paused_until:
+            deadlines.append(self._accept_paused_until)
         if not deadlines:
             return container.timeout
         return max(0.0, min(min(deadlines) - now, container.timeout))

@@ -20,9 +20,10 @@ from cproton import (
 )
 from proton import Condition, Delivery, Link
 
-from subgate.gateway import codec
-from subgate.gateway.browsing import Browser
-from subgate.gateway.nodes import Message, Queue, Topic
+from subgate.engine import codec
+from subgate.engine.browsing import Browser
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.mapping.names import bounded
 
 
 class ConnectionState:
@@ -59,7 +60,7 @@ class Inbound:
 
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
-        full under the policy ``block`` (gateway.memory: the broker tops it up again when the queue drains)."""
+        full under the policy ``block`` (engine.memory: the broker tops it up again when the queue drains)."""
         missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
             node = self.node
@@ -107,7 +108,7 @@ class Outbound:
         self.subscription = subscription  # gateway.subscriptions.Subscription for topic consumers
         self.owns: str | None = None
         self.fetch: deque[Message] | None = None  # current values still to send on a fetch link
-        self.selector_sub: Any = None  # gateway.topic_space.SelectorSubscription
+        self.selector_sub: Any = None  # engine.topic_space.SelectorSubscription
         self.credit = 0
         # Keyed by the C delivery (a cffi pointer; a Delivery wrapper's ``_impl`` compares and hashes equal).
         self.unsettled: dict[Any, Message] = {}
@@ -188,7 +189,7 @@ def accept(delivery: Delivery) -> None:
 
 
 def reject(delivery: Delivery, condition: str, description: str) -> None:
-    """Settle a delivery as rejected with an AMQP error."""
-    delivery.local.condition = Condition(condition, description)
+    """Settle a delivery as rejected with an AMQP error (the description bounded: it may quote the message)."""
+    delivery.local.condition = Condition(condition, bounded(description))
     delivery.update(Delivery.REJECTED)
     delivery.settle()

@@ -18,7 +18,7 @@ from typing import Any
 
 from proton import Message as ProtonMessage
 
-from subgate.gateway import codec
+from subgate.engine import codec
 from subgate.gateway.subscriptions import Subscription, Subscriptions
 from subgate.mapping.errors import NOT_FOUND, Refused
 from subgate.mapping.subscriptions import DURABLE, SubscriptionKey, decide_unsubscribe

@@ -1,11 +1,11 @@
 """Paging durable queues from the journal (reactor side): recovery of the first page, reads of the next ones.
 
-Owns the link between a durable ``Queue`` (which decides when it pages: ``gateway.nodes``) and the journal: a
+Owns the link between a durable ``Queue`` (which decides when it pages: ``engine.nodes``) and the journal: a
 page read goes to the journal writer thread (``JournalWriter.submit_page``), which runs it after everything
 submitted before it is committed and hands the rows back through the container's ``EventInjector`` like a
 commit. The reactor thread never waits on the store. Rows become ``Message`` objects here, filtered as the
 queue's topic would have filtered them when they were published (JMS selector, no-local). A browser's page
-(``gateway.browsing``) is the same read, answered to the browser instead of the queue.
+(``engine.browsing``) is the same read, answered to the browser instead of the queue.
 
 Why paging and why reads go through the writer: docs/architecture.md, "Paging".
 """
@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from subgate.gateway import codec
-from subgate.gateway.browsing import Browser
-from subgate.gateway.nodes import Message, Queue
-from subgate.storage.records import PageRead, StoredMessage
+from subgate.engine import codec
+from subgate.engine.browsing import Browser
+from subgate.engine.nodes import Message, Queue
+from subgate.engine.records import PageRead, StoredMessage
 
 log = logging.getLogger("subgate.paging")
 

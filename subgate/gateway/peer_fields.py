@@ -16,18 +16,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from proton import DataException
+
 from subgate.mapping.errors import DECODE_ERROR, Refused
 
 _T = TypeVar("_T")
 
 
+# What proton's Python getters raise for values of the wrong shape (a map keyed by a described value, a uint where
+# a list of symbols belongs, a char out of range, nesting too deep): the peer's error, like bad text.
+_MALFORMED = (TypeError, ValueError, KeyError, OverflowError, RecursionError, AttributeError, DataException)
+
+
 def peer_text(field: str, read: Callable[[], _T]) -> _T:
-    """``read()``, with undecodable text refused as ``amqp:decode-error`` naming ``field``."""
+    """``read()``, with undecodable text or a malformed value refused as ``amqp:decode-error`` naming ``field``."""
     try:
         return read()
     except UnicodeDecodeError as exc:
         kind = "ASCII" if exc.encoding == "ascii" else "UTF-8"
         raise Refused(DECODE_ERROR, f"{field} is not valid {kind}") from None
+    except _MALFORMED as exc:
+        raise Refused(DECODE_ERROR, f"{field} is malformed ({type(exc).__name__})") from None
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,17 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-from subgate.gateway import codec
-from subgate.gateway.memory import MemoryLimit
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.engine import codec
+from subgate.engine.memory import MemoryLimit
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.ports import JournalPort
+from subgate.engine.records import Catalog, NewMessage
+from subgate.engine.topic_space import TopicSpace
 from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
-from subgate.gateway.topic_space import TopicSpace
-from subgate.mapping.addresses import QUEUE, NodeDecision, resolve_node
-from subgate.storage.journal import JournalWriter
-from subgate.storage.records import Catalog, NewMessage
+from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from subgate.mapping.names import check_new_name
+from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
 
@@ -31,7 +33,7 @@ class JournalCursor:
 
     __slots__ = ("cursor_id", "_writer", "acks_since_low_water")
 
-    def __init__(self, cursor_id: int, writer: JournalWriter) -> None:
+    def __init__(self, cursor_id: int, writer: JournalPort) -> None:
         self.cursor_id = cursor_id
         self._writer = writer
         self.acks_since_low_water = 0
@@ -53,7 +55,7 @@ class Ingest:
 
 
 class Router:
-    def __init__(self, settings: Settings, writer: JournalWriter, catalog: Catalog) -> None:
+    def __init__(self, settings: Settings, writer: JournalPort, catalog: Catalog) -> None:
         self.settings = settings
         self.writer = writer
         self.nodes: dict[str, Node] = {}
@@ -108,14 +110,22 @@ class Router:
 
     # -- nodes ---------------------------------------------------------------------------------------------
     def decide(self, address: str, requested_kind: str | None) -> NodeDecision:
+        """The node ``address`` means, checked as a new node's name when it would be created.
+
+        Raises:
+            Refused: mapping.addresses.resolve_node's refusals, and mapping.names.check_new_name's.
+        """
         existing = self.nodes.get(address)
-        return resolve_node(
+        decision = resolve_node(
             address,
             requested_kind,
             existing.kind if existing is not None else None,
             default_kind=self.settings.default_node_type,
             auto_create=self.settings.auto_create,
         )
+        if decision.create:
+            check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
+        return decision
 
     def node_for(self, decision: NodeDecision) -> Node:
         node = self.nodes.get(decision.address)

@@ -53,6 +53,8 @@ from dataclasses import dataclass
 
 from proton import Data, DataException, Described
 
+from subgate.engine.sasl_mechanisms import ANONYMOUS, PLAIN, BadCredentials, identity
+
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 _TLS_PROTOCOL_ID = 2
@@ -88,8 +90,6 @@ OUTCOME_SYS_PERM = 3
 OUTCOME_SYS_TEMP = 4
 _FAILURE_CODES = frozenset({OUTCOME_AUTH, OUTCOME_SYS, OUTCOME_SYS_PERM, OUTCOME_SYS_TEMP})
 
-PLAIN = "PLAIN"
-ANONYMOUS = "ANONYMOUS"
 SUPPORTED_MECHANISMS = (PLAIN, ANONYMOUS)
 
 
@@ -168,14 +168,6 @@ class _Violation(Exception):
         super().__init__(description)
         self.description = description
         self.reply = reply
-
-
-class _BadCredentials(Exception):
-    """Credentials that can never authenticate (malformed PLAIN message, foreign authzid)."""
-
-    def __init__(self, username: str | None) -> None:
-        super().__init__(username)
-        self.username = username
 
 
 class SaslServer:
@@ -307,8 +299,8 @@ class SaslServer:
                 reply=_outcome_frame(OUTCOME_AUTH),
             )
         try:
-            credentials = _credentials(mechanism, response, hostname)
-        except _BadCredentials as bad:
+            credentials = CredentialsReceived(mechanism, *identity(mechanism, response), hostname)
+        except BadCredentials as bad:
             self._fail_auth(bad.username, OUTCOME_AUTH)
             return
         self._credentials = credentials
@@ -475,36 +467,3 @@ def _init_fields(fields: list[object]) -> tuple[str, bytes | None, str | None]:
     if hostname is not None and not isinstance(hostname, str):
         raise _Violation("sasl-init hostname is not a string")
     return str(mechanism), response, None if hostname is None else str(hostname)
-
-
-# -- helpers: mechanisms -------------------------------------------------------------------------------------
-
-
-def _credentials(mechanism: str, response: bytes | None, hostname: str | None) -> CredentialsReceived:
-    if mechanism == PLAIN:
-        username, password = _parse_plain(response)
-        return CredentialsReceived(mechanism, username, password, hostname)
-    return CredentialsReceived(mechanism, None, None, hostname)  # ANONYMOUS: the trace string is not identity
-
-
-def _parse_plain(response: bytes | None) -> tuple[str, str]:
-    """Split an RFC 4616 message ``[authzid] NUL authcid NUL passwd`` into (authcid, passwd).
-
-    Raises:
-        _BadCredentials: the message is missing or malformed, or asks to act as another identity (authzid),
-            which we never allow.
-    """
-    if response is None:
-        raise _BadCredentials(None)
-    parts = response.split(b"\x00")
-    if len(parts) != 3:
-        raise _BadCredentials(None)
-    try:
-        authzid, authcid, passwd = (part.decode("utf-8") for part in parts)
-    except UnicodeDecodeError:
-        raise _BadCredentials(None) from None
-    if not authcid or not passwd:
-        raise _BadCredentials(authcid or None)
-    if authzid and authzid != authcid:
-        raise _BadCredentials(authcid)
-    return authcid, passwd

@@ -44,9 +44,15 @@ class ChannelIO(Protocol):
 class SaslPhase:
     """Runs the SASL exchange of every channel that has not reached its AMQP transport yet."""
 
-    def __init__(self, io: ChannelIO, authenticate: Callable[[int, CredentialsReceived], None]) -> None:
+    def __init__(
+        self,
+        io: ChannelIO,
+        authenticate: Callable[[int, CredentialsReceived], None],
+        withdraw: Callable[[int], None] | None = None,
+    ) -> None:
         self._io = io
         self._authenticate = authenticate
+        self._withdraw = withdraw
         # Channels waiting for an auth worker's verdict, by request number.
         self._awaiting_verdict: dict[int, Channel] = {}
         self._verdict_requests = itertools.count(1)
@@ -97,14 +103,23 @@ class SaslPhase:
         if channel.sasl is sasl and not channel.closed:
             self._io.write(channel, sasl.data_to_send())
 
+    def forget(self, channel: Channel) -> None:
+        """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
+        request = channel.verdict_request
+        if request is not None and self._awaiting_verdict.pop(request, None) is not None and self._withdraw:
+            self._withdraw(request)
+
     def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
         request = next(self._verdict_requests)
+        channel.verdict_request = request
         self._awaiting_verdict[request] = channel
         self._authenticate(request, credentials)
 
     def on_verdict(self, event: Any) -> None:
         request, authenticated, username = event.subject
         channel = self._awaiting_verdict.pop(request, None)
+        if channel is not None:
+            channel.verdict_request = None
         if channel is None or channel.closed:
             return
         if channel.held is not None:

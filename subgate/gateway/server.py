@@ -1,9 +1,11 @@
 """Assembling and running the server: store check, recovery, container, journal writer, signals.
 
-Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), load
+Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), claim
+the store's lease (``gateway.ownership``: refused while another live server owns the store), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
 consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections and return 0.
+address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and
+return 0.
 """
 
 from __future__ import annotations
@@ -11,51 +13,33 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable
 from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from subgate.gateway.admission import ConnectionLimits
+from subgate.engine.admission import ConnectionLimits
+from subgate.engine.nodes import Topic
+from subgate.engine.selection import compile_selector
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
-from subgate.gateway.nodes import Topic
+from subgate.gateway.ownership import StoreOwnership
 from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
-from subgate.gateway.selection import compile_selector
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.storage.catalog import load_catalog
-from subgate.storage.db import make_engine, schema_status, session_factory, upgrade
-from subgate.storage.errors import SchemaOutOfDate
+from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.removals import list_removal_registrations, max_removal_registration_id
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
-
-
-def check_schema(url: str, *, migrate: bool) -> None:
-    """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked)."""
-    engine = make_engine(url)
-    try:
-        current, head = schema_status(engine)
-    finally:
-        engine.dispose()
-    if current == head:
-        return
-    if migrate:
-        log.info("migrating the store from %s to %s", current or "an empty database", head)
-        upgrade(url)
-        return
-    raise SchemaOutOfDate(
-        f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs {head}; "
-        "run 'subgate db upgrade' (or start with --migrate)"
-    )
 
 
 def _configure_transport(settings: Settings) -> Callable[[Any], None]:
@@ -111,6 +95,20 @@ class Server:
         self.settings = settings
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
+        # First of all: refuse a store another live server owns, before recovery rewrites its rows.
+        self.ownership = StoreOwnership(self.sessions, settings.name, settings.listen_host, settings.listen_port)
+        try:
+            self.ownership.claim()
+        except BaseException:
+            self.engine.dispose()
+            raise
+        try:
+            self._assemble(settings)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _assemble(self, settings: Settings) -> None:
         with self.sessions() as session:
             catalog = load_catalog(session)
         self.container = Container()
@@ -122,7 +120,7 @@ class Server:
         recovered = recover(self.router, self.subscriptions, self.sessions)
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
-        self.broker = Broker(settings, self.router, self.container, self.subscriptions)
+        self.broker = Broker(settings, self.router, self.container, self.subscriptions, journal=self.writer)
         with self.sessions() as session:
             self.broker.control.restore(list_removal_registrations(session), max_removal_registration_id(session))
         for node in self.router.nodes.values():
@@ -138,9 +136,10 @@ class Server:
         self.io = ServerIO(
             self.container,
             authenticate=self.auth.submit,
+            withdraw=self.auth.withdraw,
             configure_transport=_configure_transport(settings),
             limits=ConnectionLimits(
-                max_connections=settings.max_connections,
+                max_connections=_connections_the_descriptors_allow(settings.max_connections),
                 max_per_address=settings.max_connections_per_address,
                 handshake_timeout=settings.handshake_timeout,
                 frame_timeout=settings.frame_timeout,
@@ -174,13 +173,20 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        self.ownership.set_address(*self.address)
         return self.address
+
+    def discard(self) -> None:
+        """Give the store back when the server stops before it ran (it could not listen, say)."""
+        self.ownership.close()
+        self.engine.dispose()
 
     def run(self) -> int:
         if self.address is None:
             self.listen()
         self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io))
         self.writer.start()
+        self.ownership.start()
         self.broker.start_housekeeping()
         host, port = self.address  # type: ignore[misc]
         log.info(
@@ -196,9 +202,34 @@ class Server:
             self.writer.close()
             self.auth.close()
             self.policy_loader.close()
+            self.ownership.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+# Descriptors kept for everything but connections: the store, the listener, the epoll, pipes, log files.
+_RESERVED_DESCRIPTORS = 64
+
+
+def _connections_the_descriptors_allow(wanted: int) -> int:
+    """Raise the soft limit on open files to the hard one and return how many connections fit under it: a limit
+    that the process cannot reach would end in failing accepts, not in a clear refusal."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, wanted + _RESERVED_DESCRIPTORS)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
+    if soft == resource.RLIM_INFINITY or wanted + _RESERVED_DESCRIPTORS <= soft:
+        return wanted
+    fitting = max(1, soft - _RESERVED_DESCRIPTORS)
+    log.warning(
+        "max-connections %d lowered to %d: the process may open only %d files (ulimit -n)", wanted, fitting, soft
+    )
+    return fitting
 
 
 def serve(settings: Settings, *, migrate: bool = False) -> int:
@@ -207,7 +238,11 @@ def serve(settings: Settings, *, migrate: bool = False) -> int:
     faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
     server = Server(settings)
-    server.listen()
+    try:
+        server.listen()
+    except BaseException:
+        server.discard()
+        raise
     signal.signal(signal.SIGTERM, server.request_stop)
     signal.signal(signal.SIGINT, server.request_stop)
     return server.run()

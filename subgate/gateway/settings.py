@@ -1,8 +1,32 @@
-"""Server settings: one frozen record built by the CLI (flags, SUBGATE_* variables, TOML file)."""
+"""Server settings: one frozen record, and the one table of what ``subgate serve`` lets an operator set.
+
+Each field that an operator sets carries its command-line face in its metadata (``setting(...)``): the help
+text, the flag when it is not the field's name, bounds and choices. ``cli.serve_options`` turns that table into
+``serve``'s click options, so a setting is declared once and gets its flag, its ``SUBGATE_*`` variable and its key
+in the ``--config`` TOML file together (flag, environment, file, default: in that order). Fields without metadata
+(the listen address and the store, which ``serve`` parses itself, and internal tunables) are not options.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+QUEUE, TOPIC = "queue", "topic"
+
+
+def setting(
+    default: Any,
+    help: str,  # noqa: A002 - the word click uses
+    *,
+    flag: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A field of ``Settings`` that ``subgate serve`` offers as an option (see the module docstring)."""
+    metadata = {"help": help, "flag": flag, "minimum": minimum, "maximum": maximum, "choices": choices}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -10,26 +34,68 @@ class Settings:
     listen_host: str = "127.0.0.1"
     listen_port: int = 5672
     store_url: str = "sqlite:///subgate.db"
-    name: str = "subgate"
-    allow_anonymous: bool | None = None  # None: only while no principal exists
-    auto_create: bool = True
-    default_node_type: str = "queue"
-    credit_window: int = 1000  # credit granted to each publisher link
-    max_message_size: int = 10 * 1024 * 1024
-    max_frame_size: int = 1024 * 1024
-    idle_timeout: float = 60.0  # seconds; half is advertised
-    journal_non_persistent: bool = False  # journal messages without header.durable too
-    max_connections: int = 10000
-    expiry_sweep_interval: float = 1.0
-    reconnect_timeout: float = 60.0  # seconds a lost connection keeps its remove-with-session registrations
-    missing_topic_timeout: float = 10.0  # seconds a subscribe/fetch waits for silent missing-topic handlers
-    policy_refresh_interval: float = 2.0  # seconds between re-reads of principals, roles and grants
-    page_messages: int = 2000  # messages a durable queue keeps in memory before it pages from the journal; 0: never
-    max_connections_per_address: int = 1000  # open connections from one IP address
-    handshake_timeout: float = 10.0  # seconds from accept to the end of SASL and the peer's open
-    frame_timeout: float = 30.0  # seconds a frame may take to arrive whole once it has begun
+    name: str = setting("subgate", "Server name (the container-id it opens connections with).")
+    allow_anonymous: bool | None = setting(None, "SASL ANONYMOUS (default: allowed only while no user exists).")
+    auto_create: bool = setting(True, "Create queues and topics on first use.")
+    default_node_type: str = setting(
+        QUEUE, "Node type for a new address whose attach names none.", choices=(QUEUE, TOPIC)
+    )
+    credit_window: int = setting(1000, "Credit granted to each publisher link.", minimum=1, maximum=1_000_000)
+    max_message_size: int = setting(10 * 1024 * 1024, "Largest message accepted, in bytes.", minimum=1024)
+    max_frame_size: int = setting(1024 * 1024, "Largest AMQP frame accepted, in bytes.", minimum=512)
+    idle_timeout: float = setting(60.0, "Seconds; half of it is advertised to peers.", minimum=0)
+    journal_non_persistent: bool = setting(False, "Also journal messages sent without header.durable.")
+    reconnect_timeout: float = setting(
+        60.0,
+        "Seconds a connection lost without a close frame keeps its remove-with-session registrations.",
+        minimum=0,
+    )
+    missing_topic_timeout: float = setting(
+        10.0,
+        "Seconds a subscribe or fetch waits for a silent missing-topic handler before it proceeds.",
+        minimum=0.01,
+    )
+    policy_refresh_interval: float = setting(
+        2.0, "Seconds between re-reads of users, roles and grants from the store.", flag="--policy-refresh", minimum=0.1
+    )
+    page_messages: int = setting(
+        2000,
+        "Messages a durable queue or subscription keeps in memory; the rest is read from the journal as consumers "
+        "get there (0: keep everything in memory).",
+        minimum=0,
+    )
+    max_connections: int = setting(
+        10000, "Open connections in all; a client over the limit is refused with a reason.", minimum=1
+    )
+    max_connections_per_address: int = setting(1000, "Open connections from one IP address.", minimum=1)
+    handshake_timeout: float = setting(
+        10.0,
+        "Seconds from accept to the end of SASL and the client's open; slower clients are disconnected.",
+        minimum=0.1,
+    )
+    frame_timeout: float = setting(30.0, "Seconds a frame may take to arrive whole once it has begun.", minimum=0.1)
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
-    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (gateway.memory).
-    memory_limit_messages: int = 100_000
-    memory_limit_bytes: int = 64 * 1024 * 1024
-    memory_full_policy: str = "block"  # "block": withhold credit from the queue's publishers; "fail": reject
+    # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
+    memory_limit_messages: int = setting(
+        100_000,
+        "Messages not in the journal (non-persistent ones, any on a temporary queue or non-durable subscription) "
+        "a queue may hold in memory (0: no limit).",
+        minimum=0,
+    )
+    memory_limit_bytes: int = setting(
+        64 * 1024 * 1024, "Bytes of such messages a queue may hold in memory (0: no limit).", minimum=0
+    )
+    memory_full_policy: str = setting(
+        "block",
+        "A queue at its memory limit: block (no more credit for its publishers until it drains) or fail (reject "
+        "further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
+        choices=("block", "fail"),
+    )
+    # Address prefixes that name the node type, as Artemis' anycastPrefix and multicastPrefix (mapping.names).
+    anycast_prefixes: tuple[str, ...] = setting(
+        ("queue://",), "Comma-separated address prefixes that name a queue (as Artemis' anycastPrefix); '' for none."
+    )
+    multicast_prefixes: tuple[str, ...] = setting(
+        ("topic://",), "Comma-separated address prefixes that name a topic (as Artemis' multicastPrefix); '' for none."
+    )
+    expiry_sweep_interval: float = 1.0

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from subgate.gateway.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.records import SubscriptionRecord
 from subgate.gateway.paging import row_filter
 from subgate.gateway.router import JournalCursor, Router
 from subgate.mapping.subscriptions import Details, Existing, Kind, SubscriptionKey, queue_name
-from subgate.storage.records import SubscriptionRecord
 
 log = logging.getLogger("subgate.subscriptions")
 

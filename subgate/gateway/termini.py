@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from proton import Condition, Data, Link, Terminus, symbol
 
 from subgate.mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
+from subgate.mapping.names import MAX_NAME_LENGTH, bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +150,33 @@ def answer_lookup(link: Link, topic: str, capabilities: list[str], selector: str
 
 
 def refuse_attach(link: Link, condition: str, description: str) -> None:
-    """Refuse an attach: null terminus on our side, then detach(closed=true) with the error (Appendix A.2)."""
+    """Refuse an attach: null terminus on our side, then detach(closed=true) with the error (Appendix A.2). The
+    other terminus is echoed only when it is small and readable (``_echo_if_small``), and the description is
+    bounded: a refusal must fit in what the client takes in one frame."""
     if link.is_sender:
         link.source.type = Terminus.UNSPECIFIED
-        link.target.copy(link.remote_target)
+        _echo_if_small(link.target, link.remote_target)
     else:
         link.target.type = Terminus.UNSPECIFIED
-        link.source.copy(link.remote_source)
-    link.condition = Condition(condition, description)
+        _echo_if_small(link.source, link.remote_source)
+    link.condition = Condition(condition, bounded(description))
     link.open()
     link.close()
+
+
+def _holds_value(data: Data) -> bool:
+    data.rewind()
+    return data.next() is not None
+
+
+def _echo_if_small(local: Terminus, remote: Terminus) -> None:
+    """Echo the peer's other terminus as its type and address only, and only a readable address within the name
+    limit: the rest of a refused attach's terminus (capabilities, filters, properties) is never copied, so nothing
+    the peer sent is re-encoded on the way out."""
+    local.type = remote.type
+    try:
+        address = remote.address
+    except UnicodeDecodeError:
+        return
+    if address is not None and len(address) <= MAX_NAME_LENGTH:
+        local.address = address

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from subgate.engine.nodes import Topic
 from subgate.gateway.management import Request, Response
-from subgate.gateway.nodes import Topic
 from subgate.gateway.router import Router
 from subgate.gateway.topic_control import TopicControl
-from subgate.mapping.addresses import TOPIC
+from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -107,8 +107,9 @@ class TopicAdmin:
             topics = self.router.topics.select(parse_selector(selector))
         except TopicsError as exc:
             return Response(400, exc.description)
-        if not topics:
-            return Response(404, f"no topic matches {selector!r}")
+        topics = [topic for topic in topics if not topic.name.startswith(TEMPORARY_PREFIX)]
+        if not topics:  # a temporary topic is its connection's; it goes when the link that made it ends
+            return Response(404, f"no topic matches {selector!r} (temporary topics cannot be removed here)")
         removed = self.remove_topics(topics)
         return Response(200, f"removed {len(removed)} topic(s)", removed)
 

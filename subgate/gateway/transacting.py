@@ -3,7 +3,7 @@
 Owns answering declare/discharge on coordinator links, settling transactional transfers, keeping transactional
 acknowledgements locked to their transaction, and carrying out commit (one journal transaction, then routing
 and removal) and rollback (sends dropped, acknowledged messages back with delivery-count + 1). Rules about the
-control bodies and the open transactions live in ``gateway.transactions``.
+control bodies and the open transactions live in ``engine.transactions``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from proton import Delivery, Described, ulong
 
+from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.transactions import DECLARE, DECLARED, TRANSACTIONAL_STATE, Transaction, Transactions, read_control
 from subgate.gateway.links import CoordinatorLink, Outbound, reject
-from subgate.gateway.nodes import Message, Queue, Topic
 from subgate.gateway.router import Ingest, Router
-from subgate.gateway.transactions import DECLARE, DECLARED, TRANSACTIONAL_STATE, Transaction, Transactions, read_control
 from subgate.mapping.errors import INTERNAL_ERROR, Refused
 from subgate.mapping.outcomes import MODIFIED, settle_outcome
 

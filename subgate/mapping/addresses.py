@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from subgate.mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED, Refused
+from subgate.mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED, UNAUTHORIZED, Refused
 
 QUEUE = "queue"
 TOPIC = "topic"
@@ -48,6 +48,21 @@ def split_fqqn(address: str) -> tuple[str, str] | None:
     if not node or not queue:
         raise Refused(INVALID_FIELD, f"{address!r} is not a fully qualified queue name (<address>::<queue>)")
     return node, queue
+
+
+def check_temporary_use(address: str, *, owned: bool, receiving: bool) -> None:
+    """Anyone may send to a temporary node (its address travels in ``reply-to``: that is what it is for); only
+    the connection that created it may consume from it, browse it or delete it (JMS 2.0 §4.4.3).
+
+    Raises:
+        Refused: ``amqp:unauthorized-access`` for a receiver on another connection's temporary node.
+    """
+    if receiving and not owned:
+        raise Refused(
+            UNAUTHORIZED,
+            f"temporary destination {address!r} belongs to another connection: only the connection that created "
+            "it may consume from it or browse it",
+        )
 
 
 def temporary_address(kind: str, unique: str) -> str:

@@ -3,18 +3,24 @@
 Refused(condition, description)   the AMQP error condition symbol is part of the rule
 
 The ``amqp:*`` condition symbols (AMQP 1.0 §2.8.15, §2.8.16, §2.8.17 and §4.5.8) are declared here and only here:
-the rules, the topic engine, the gateway and the CLI import them (``tests/unit/test_conditions.py`` fails on an
+the rules, the topic engine, the gateway and the CLI import them (``tests/unit/mapping/test_conditions.py`` fails on an
 ``amqp:`` condition literal anywhere else in the package). Descriptor names (``amqp:header:list``...) are not
 conditions and stay with the codecs that read them.
 """
 
 from __future__ import annotations
 
+_MAX_DESCRIPTION = 512  # the same as mapping.names.MAX_DESCRIPTION_LENGTH (names imports this module)
+
 
 class Refused(Exception):
     """A rule said no. ``condition`` is the AMQP error symbol to send back with ``description``."""
 
     def __init__(self, condition: str, description: str) -> None:
+        # Descriptions quote client input (an address, a selector): bounded, so an error reply always fits in
+        # what the client accepts in one frame (docs/protocol.md, "Limits").
+        if len(description) > _MAX_DESCRIPTION:
+            description = description[: _MAX_DESCRIPTION - 1] + "…"
         super().__init__(description)
         self.condition = condition
         self.description = description

@@ -169,13 +169,21 @@ def _holds(grant: Grant, principal: str, roles: frozenset[str]) -> bool:
 ADMIN_GRANTS: tuple[Grant, ...] = tuple(Grant(ROLE, ADMIN_ROLE, p) for p in Permission)
 
 
-def refusal(principal: str | None, permission: Permission, path: str | None = None) -> Refused:
-    """The ``amqp:unauthorized-access`` refusal naming who was denied which permission where."""
+def refusal(
+    principal: str | None, permission: Permission, path: str | None = None, node_kind: str | None = None
+) -> Refused:
+    """The ``amqp:unauthorized-access`` refusal naming who was denied which permission where, and how to grant
+    it. ``node_kind`` (``queue`` or ``topic``) names the node by what it is: permissions are path-scoped for
+    queues and topics alike, but "topic path 'q1'" for a queue would mislead."""
     who = "anonymous" if principal is None else f"principal {principal!r}"
     if not permission.scoped:
         return Refused(UNAUTHORIZED, f"{permission} denied to {who}")
-    where = f"topic path {path!r}" if path else "the root"
-    return Refused(UNAUTHORIZED, f"{permission} on {where} denied to {who}")
+    where = (f"{node_kind} {path!r}" if node_kind else f"topic path {path!r}") if path else "the root"
+    subject = "--user anonymous" if principal is None else f"--user {principal}"
+    hint = f"subgate grants add {permission} {subject}" + (f" --path {path}" if path else "")
+    if permission is Permission.MODIFY_TOPIC and node_kind:
+        return Refused(UNAUTHORIZED, f"may not create {where}: {permission} denied to {who} (grant: {hint})")
+    return Refused(UNAUTHORIZED, f"{permission} on {where} denied to {who} (grant: {hint})")
 
 
 @dataclass(frozen=True)
@@ -220,10 +228,12 @@ class Policy:
             relevant.extend(self._index.get((ROLE, role, permission), ()))
         return resolve(principal, roles, relevant, permission, path)
 
-    def check(self, principal: str | None, permission: Permission, path: str | None = None) -> None:
-        """Return quietly when allowed, else raise ``Refused(amqp:unauthorized-access, ...)``."""
+    def check(
+        self, principal: str | None, permission: Permission, path: str | None = None, node_kind: str | None = None
+    ) -> None:
+        """Return quietly when allowed, else raise ``Refused(amqp:unauthorized-access, ...)`` (``refusal``)."""
         if not self.allows(principal, permission, path):
-            raise refusal(principal, permission, path)
+            raise refusal(principal, permission, path, node_kind)
 
 
 OPEN_POLICY = Policy(principal_count=0)

@@ -46,7 +46,7 @@ from subgate.storage.operations import (
     RegisterRemoval,
     SetSubscriptionConsumers,
 )
-from subgate.storage.records import NewMessage, StoredMessage
+from subgate.engine.records import NewMessage, StoredMessage
 
 _ACKS = table_of(Ack)
 _FAILURES = table_of(DeliveryFailure)

@@ -29,8 +29,8 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from subgate.engine.records import NewMessage
 from subgate.storage.models import Ack, JournalMessage
-from subgate.storage.records import NewMessage
 
 _MESSAGES = JournalMessage.__tablename__
 _ACKS = Ack.__tablename__

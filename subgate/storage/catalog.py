@@ -1,6 +1,6 @@
 """Reads of the store at start-up and by the CLI: nodes, cursors, backlogs.
 
-Functions take a ``Session`` owned by the caller and return plain records from ``storage.records``.
+Functions take a ``Session`` owned by the caller and return plain records from ``engine.records``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import Connection, Select, func, or_, select
 from sqlalchemy.orm import Session
 
+from subgate.engine.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
-from subgate.storage.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
 
 
 def load_catalog(session: Session) -> Catalog:

@@ -6,6 +6,7 @@ given), the default URL, and asking Alembic whether the database is at the head 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from subgate.storage.errors import SchemaOutOfDate, StoreUnavailable
+
+_log = logging.getLogger("subgate.server")
 
 DEFAULT_STORE = "sqlite:///subgate.db"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -55,12 +60,30 @@ def alembic_config(url: str) -> Any:
     return config
 
 
+def missing_sqlite_file(url: str) -> bool:
+    """True for a SQLite file URL whose file does not exist: connecting would create an empty one."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or parsed.query.get("uri"):
+        return False
+    return not Path(database).exists()
+
+
 def schema_status(engine: Engine) -> tuple[str | None, str | None]:
-    """(current revision of the database, head revision of the code)."""
+    """(current revision of the database, head revision of the code). A SQLite file that does not exist is an
+    empty database and is not created: a check that refuses must leave nothing behind."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    script = ScriptDirectory.from_config(alembic_config(engine.url.render_as_string(hide_password=False)))
+    url = engine.url.render_as_string(hide_password=False)
+    script = ScriptDirectory.from_config(alembic_config(url))
+    if missing_sqlite_file(url):
+        folder = Path(make_url(url).database or "").resolve().parent
+        if not folder.is_dir():
+            raise StoreUnavailable(f"cannot open the store {engine.url}: the folder {folder} does not exist")
+        return None, script.get_current_head()
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     return current, script.get_current_head()
@@ -70,3 +93,22 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
+
+
+def check_schema(url: str, *, migrate: bool) -> None:
+    """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked)."""
+    engine = make_engine(url)
+    try:
+        current, head = schema_status(engine)
+    finally:
+        engine.dispose()
+    if current == head:
+        return
+    if migrate:
+        _log.info("migrating the store from %s to %s", current or "an empty database", head)
+        upgrade(url)
+        return
+    raise SchemaOutOfDate(
+        f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs {head}; "
+        "run 'subgate db upgrade' (or start with --migrate)"
+    )

@@ -1,12 +1,22 @@
-"""Errors raised by the store's repositories.
+"""Errors raised by the store, and the one place where SQLAlchemy's errors become ours.
 
 StoreError
  ├── AlreadyExists     a unique name is taken
  ├── NotFound          the named row does not exist
- └── SchemaOutOfDate   the database is not at the code's head revision
+ ├── SchemaOutOfDate   the database is not at the code's head revision
+ ├── StoreInUse        another live server owns the store (storage.lease)
+ └── StoreUnavailable  the store cannot be opened or used: what failed, the URL (password hidden), the reason
+      └── BadStoreUrl  the URL itself is wrong: unparsable, or no such dialect or driver
+
+``store_errors(url, action)`` is the translation point: every entry into the store from the command line or
+the server's start-up runs inside it, and an ``ArgumentError``/``NoSuchModuleError`` (a bad URL) or any other
+``SQLAlchemyError`` comes out as one of the two last errors, ``from`` the original.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class StoreError(Exception):
@@ -23,3 +33,53 @@ class NotFound(StoreError):
 
 class SchemaOutOfDate(StoreError):
     pass
+
+
+class StoreInUse(StoreError):
+    """A live server holds the store's lease (storage.lease)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be opened or used; the message is one line meant for the operator."""
+
+
+class BadStoreUrl(StoreUnavailable):
+    """The store URL cannot be used at all (syntax, unknown dialect or driver)."""
+
+
+def safe_url(url: str) -> str:
+    """``url`` with its password hidden; the text as given when it does not parse."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@", 1)[-1] if "@" in url else url
+
+
+@contextmanager
+def store_errors(url: str, action: str = "open the store") -> Iterator[None]:
+    """Run a unit of store work; SQLAlchemy's errors leave it as ``StoreUnavailable`` (or ``BadStoreUrl``).
+
+    Args:
+        url: the store URL (only shown with its password hidden).
+        action: what was being done, as a verb phrase ("open the store", "upgrade the store").
+    """
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+    try:
+        yield
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise BadStoreUrl(f"bad store URL {safe_url(url)!r}: {_first_line(exc)}") from exc
+    except DBAPIError as exc:
+        raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc.orig)}") from exc
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException | None) -> str:
+    """The driver's short reason: the first line of the message, without SQLAlchemy's link to its docs."""
+    text = str(exc).strip() if exc is not None else ""
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.split(" (Background on this error")[0].strip()

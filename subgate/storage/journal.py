@@ -54,7 +54,7 @@ from subgate.storage.operations import (
     RegisterRemoval,
     SetSubscriptionConsumers,
 )
-from subgate.storage.records import NewMessage, PageRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 

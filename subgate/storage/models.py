@@ -233,3 +233,21 @@ class RemovalRegistration(Base):
     container_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
     link_name: Mapped[str] = mapped_column(String(1024))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ServerLease(Base):
+    """The running server that owns the store (storage.lease): at most one row, id 1. The server writes its name,
+    host, pid and listen address at start-up, pushes ``expires_ms`` forward while it runs and deletes the row on
+    a clean stop; the command line reads it to find that server, and a second server reads it to refuse."""
+
+    __tablename__ = "server_lease"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(256))
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+    listen_host: Mapped[str] = mapped_column(String(256))
+    listen_port: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_ms: Mapped[int] = mapped_column(BigInteger)

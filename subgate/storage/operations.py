@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from subgate.storage.records import NewMessage, PageRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
 
 # The two operations built once per message on the reactor thread set their slots through the slots' descriptors
 # rather than the frozen dataclass's ``object.__setattr__`` per field: ≈0.18 µs less per operation, about 40 % of

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
+from subgate.engine.records import SubscriptionRecord
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
-from subgate.storage.records import SubscriptionRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

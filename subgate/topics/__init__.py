@@ -30,6 +30,7 @@ from subgate.topics.paths import (
     is_valid_path,
     join_path,
     parent,
+    path_problem,
     split_branch,
     split_path,
     validate_path,
@@ -50,6 +51,7 @@ from subgate.topics.selectors import (
 from subgate.topics.tree import TopicTree
 
 __all__ = [
+    "path_problem",
     "Closure",
     "FullPathSelector",
     "MissingTopicHandlers",

@@ -41,6 +41,15 @@ def validate_path(path: str) -> str:
     return path
 
 
+def path_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a topic path (the broken rule), or None."""
+    try:
+        validate_path(path)
+    except TopicPathError as exc:
+        return exc.reason
+    return None
+
+
 def is_valid_path(path: str) -> bool:
     """True when ``validate_path`` would accept the path."""
     try:

@@ -41,7 +41,7 @@ def sasl_outcome(port: int, mechanism: str = "ANONYMOUS", response: bytes = b"")
 
 def head_revision(tmp_path: Path, store_url: str) -> str:
     current = run_subgate("db", "current", "--store", store_url, cwd=tmp_path)
-    assert current.returncode == 0, current.stderr
+    assert current.returncode in (0, 3), current.stderr
     return current.stdout.split("head:", 1)[1].split()[0]
 
 
@@ -54,7 +54,7 @@ def test_serve_refuses_an_unmigrated_store_until_it_is_upgraded(store_url, tmp_p
     assert "listening on" not in refused.stderr
 
     before = run_subgate("db", "current", "--store", store_url, cwd=tmp_path)
-    assert before.returncode == 0, before.stderr
+    assert before.returncode == 3, before.stderr  # behind the head revision
     assert before.stdout.splitlines()[0] == "current: none"
     assert "the store is out of date: run 'subgate db upgrade'" in before.stdout
     head = head_revision(tmp_path, store_url)
@@ -185,8 +185,8 @@ def test_signals_stop_the_server_cleanly(sqlite_url, tmp_path, signum):
 
 # -- users -------------------------------------------------------------------------------------------------------
 def test_users_add_list_remove(sqlite_url, tmp_path):
-    from subgate.gateway.passwords import verify_password
     from subgate.storage.db import make_engine, session_factory
+    from subgate.storage.passwords import verify_password
     from subgate.storage.principals import find_principal
 
     runner = CliRunner()
@@ -200,9 +200,9 @@ def test_users_add_list_remove(sqlite_url, tmp_path):
     assert empty.exit_code == 0 and empty.output.startswith("no users")
 
     added = runner.invoke(main, ["users", "add", "alice", "--password", "s3cret", *store])
-    assert (added.exit_code, added.output) == (0, "added user 'alice'\n")
+    assert added.exit_code == 0 and added.output.startswith("added user 'alice'\n")
     from_stdin = runner.invoke(main, ["users", "add", "bob", *store], input="hunter2\n")
-    assert (from_stdin.exit_code, from_stdin.output) == (0, "added user 'bob'\n")
+    assert from_stdin.exit_code == 0 and from_stdin.output.startswith("added user 'bob'\n")
     from_env = runner.invoke(main, ["users", "add", "carol", *store], env={"SUBGATE_PASSWORD": "pw-carol"})
     assert from_env.exit_code == 0, from_env.output
     again = runner.invoke(main, ["users", "add", "alice", "--password", "other", *store])

@@ -3,7 +3,7 @@
 Offline: nothing listens at ``--server``, so the commands say so on stderr and work on the store, whose rows
 (subscriptions, a cursor with acks and delivery failures, journal messages) the tests insert directly. They run
 on SQLite and PostgreSQL (``store_url``), mostly in-process through click's ``CliRunner``; one runs the
-installed console script. A fake ``gateway.selection`` stands in for the selector engine where the backlog
+installed console script. A fake ``engine.selection`` stands in for the selector engine where the backlog
 of a subscription with a selector is counted.
 
 Online: a real server (``make_server``) holds subscriptions that python-proton clients create the way Qpid JMS
@@ -105,7 +105,7 @@ def red_selector(monkeypatch: pytest.MonkeyPatch) -> None:
         return lambda payload: b"red" in payload
 
     monkeypatch.setitem(
-        sys.modules, "subgate.gateway.selection", types.SimpleNamespace(compile_selector=compile_selector)
+        sys.modules, "subgate.engine.selection", types.SimpleNamespace(compile_selector=compile_selector)
     )
 
 
@@ -251,7 +251,7 @@ def test_offline_backlog_is_unknown_when_the_selector_cannot_be_compiled(offline
         raise ValueError(f"cannot parse {text!r}")
 
     monkeypatch.setitem(
-        sys.modules, "subgate.gateway.selection", types.SimpleNamespace(compile_selector=compile_selector)
+        sys.modules, "subgate.engine.selection", types.SimpleNamespace(compile_selector=compile_selector)
     )
     result = invoke("subscriptions", "list", "--json", "--client-id", "app1", *offline)
     assert result.exit_code == 0, result.output
@@ -262,7 +262,7 @@ def test_offline_backlog_is_unknown_when_the_selector_cannot_be_compiled(offline
 
 
 def test_offline_backlog_applies_the_selector_engine_to_stored_messages(store_url):
-    """No stand-in here: gateway.selection evaluates the selector against the journaled AMQP encoding."""
+    """No stand-in here: engine.selection evaluates the selector against the journaled AMQP encoding."""
     upgrade(store_url)
     encoded = [Message(body=i, durable=True, properties={"colour": c}).encode() for i, c in enumerate("rbrrb")]
     engine = make_engine(store_url)

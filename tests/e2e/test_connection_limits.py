@@ -173,3 +173,19 @@ def wait_until_admitted(server: SubgateProcess, source: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"connections from {source} are still refused after their slots were freed")
         time.sleep(0.1)
+
+
+def test_max_connections_is_lowered_to_what_the_open_file_limit_allows(tmp_path):
+    """With 200 descriptors a limit of 10,000 cannot be reached: the server says so and refuses with a reason
+    instead of failing accept() (and spinning on the listener) when the descriptors run out."""
+    server = SubgateProcess(f"sqlite:///{tmp_path / 'subgate.db'}", tmp_path, open_files=200).start()
+    try:
+        assert "max-connections 10000 lowered to 136" in server.log()
+        with ExitStack() as stack:
+            for index in range(136):
+                stack.enter_context(Source(server.port, f"127.0.3.{index % 100 + 1}")).sasl_anonymous()
+            with Source(server.port, "127.0.4.1") as refused:
+                assert sasl_code(refused) == SASL_SYS_TEMP
+        assert_still_serving(server)
+    finally:
+        server.stop(timeout=10)

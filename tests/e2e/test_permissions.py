@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 from proton.utils import LinkDetached
 
-from subgate.gateway.passwords import hash_password
 from subgate.mapping.permissions import PRINCIPAL, ROLE
 from subgate.storage.db import make_engine, session_factory, upgrade
+from subgate.storage.passwords import hash_password
 from subgate.storage.permissions import add_role, assign_role, grant, revoke
 from subgate.storage.principals import add_principal
 from tests.e2e.test_topic_selectors import fetched

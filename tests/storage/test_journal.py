@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
+from subgate.engine.records import Catalog, CursorRecord, NewMessage, NodeRecord, StoredMessage
 from subgate.storage.catalog import backlog, load_catalog
 from subgate.storage.db import session_factory, upgrade
 from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node
-from subgate.storage.records import Catalog, CursorRecord, NewMessage, NodeRecord, StoredMessage
 
 T0 = 1_790_000_000_123  # ms since epoch, with a millisecond part
 

@@ -28,6 +28,7 @@ TABLES = {
     "principal_roles",
     "permission_grants",
     "removal_registrations",
+    "server_lease",
 }
 
 

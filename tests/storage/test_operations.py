@@ -38,7 +38,7 @@ from subgate.storage.operations import (
     SetSubscriptionConsumers,
     Ticketed,
 )
-from subgate.storage.records import PageRead, SubscriptionRecord
+from subgate.engine.records import PageRead, SubscriptionRecord
 from subgate.storage.removals import RemovalRecord, list_removal_registrations
 from subgate.storage.subscriptions import list_subscriptions
 from tests.storage.test_journal import T0, Journal, new_message, with_queue

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from subgate.engine.records import PageRead, StoredMessage
 from subgate.storage.catalog import backlog, backlog_count
 from subgate.storage.db import make_engine, upgrade
-from subgate.storage.records import PageRead, StoredMessage
 from tests.storage.test_journal import Journal, new_message, with_queue
 
 

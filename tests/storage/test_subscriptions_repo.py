@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from subgate.engine.records import SubscriptionRecord
 from subgate.storage.db import session_factory
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Subscription
-from subgate.storage.records import SubscriptionRecord
 from subgate.storage.subscriptions import (
     backlog_count,
     delete_subscription,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -51,7 +52,15 @@ def subgate_command() -> list[str]:
 
 
 class SubgateProcess:
-    def __init__(self, store_url: str, workdir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        workdir: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        open_files: int | None = None,
+    ) -> None:
+        self.open_files = open_files  # RLIMIT_NOFILE (soft and hard) of the server process, when set
         self.store_url = store_url
         self.workdir = workdir
         self.extra = list(extra)
@@ -87,10 +96,17 @@ class SubgateProcess:
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env)
+            self.proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env, preexec_fn=self._limits
+            )
         match = wait_for_log_line(self.proc, self.log, LISTENING, timeout, self.kill)
         self.port = int(match.group(2))
         return self
+
+    def _limits(self) -> None:
+        """In the child, before exec: the open-file limit, when one was asked for."""
+        if self.open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def log(self) -> str:
         try:

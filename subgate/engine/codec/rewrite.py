@@ -1,0 +1,125 @@
+"""Rewriting a message at byte level: a new header (``with_delivery_count``) or extra message annotations
+(``with_annotations``) spliced between unchanged slices of the original bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from subgate.engine.codec.decode import compound, read_value, skip
+from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
+from subgate.engine.codec.sections import Envelope, section_code
+from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
+
+# --------------------------------------------------------------------------------------------------
+# Rewrites.
+
+_LARGE_TAIL = 64 * 1024  # below this, copying a slice is cheaper than making a memoryview of it
+
+
+def _splice(raw: bytes, start: int, middle: bytes, stop: int) -> bytes:
+    """``raw[:start] + middle + raw[stop:]``, without an extra copy of a large tail."""
+    tail: bytes | memoryview = raw[stop:] if len(raw) - stop < _LARGE_TAIL else memoryview(raw)[stop:]
+    return b"".join((raw[:start], middle, tail))
+
+
+def _encode_uint(value: int) -> bytes:
+    return ENCODERS[UInt](value)
+
+
+def _header_section(durable: bool, priority: int, ttl: int | None, first: bool, count: int) -> bytes:
+    """Encode a header section; default fields are null and trailing defaults are left out."""
+    fields = [
+        b"\x41" if durable else b"\x40",
+        b"\x40" if priority == 4 else ENCODERS[UByte](priority),
+        b"\x40" if ttl is None else _encode_uint(ttl),
+        b"\x41" if first else b"\x40",
+        b"\x40" if count == 0 else _encode_uint(count),
+    ]
+    while fields and fields[-1] == b"\x40":
+        fields.pop()
+    if not fields:
+        return b"\x00\x53\x70\x45"
+    body = b"".join(fields)
+    return bytes((0x00, 0x53, 0x70, 0xC0, len(body) + 1, len(fields))) + body
+
+
+def with_delivery_count(raw: bytes, env: Envelope, count: int) -> bytes:
+    """Return the message with header delivery-count set to ``count``.
+
+    Every other header field is kept and a header is added when the message had none; the bytes after
+    the header are copied unchanged. ``env`` must come from ``scan(raw)``.
+
+    Raises:
+        CodecError: ``count`` is not a uint.
+    """
+    if not 0 <= count <= 0xFFFFFFFF:
+        raise CodecError(f"delivery-count {count} is out of range for AMQP uint")
+    header = _header_section(env.durable, env.priority, env.ttl, env.first_acquirer, count)
+    return _splice(raw, 0, header, env.header_end)
+
+
+def _annotation_entries(raw: bytes, env: Envelope) -> tuple[bytes, list[tuple[object, int, int]]]:
+    """Split the existing message-annotations section into its descriptor bytes and the
+    (key, start, stop) span of every key/value entry."""
+    end = env.annotations_end
+    raw = raw if type(raw) is bytes else bytes(raw)
+    _, pos = section_code(raw, env.annotations_start, end)
+    width = 1 if raw[pos] == 0xC1 else 4
+    count, p, _ = compound(raw, pos + 1, end, width, "map")
+    entries = []
+    for _ in range(count // 2):
+        key, value_pos = read_value(raw, p, end)
+        stop = skip(raw, value_pos, end)
+        entries.append((key, p, stop))
+        p = stop
+    return raw[env.annotations_start : pos], entries
+
+
+_ANNOTATION_KEYS: dict[str, bytes] = {}
+
+
+def _annotation_section(descriptor: bytes, entries: Iterable[bytes], count: int) -> bytes:
+    return descriptor + compound_bytes(0xC1, 0xD1, 2 * count, b"".join(entries))
+
+
+def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> bytes:
+    """Return the message with the ``extra`` message-annotations added or replaced (symbol keys).
+
+    Existing entries keep their exact bytes and position; a replaced entry is re-encoded in place and
+    new ones go at the end. Without a message-annotations section one is inserted after the header and
+    delivery-annotations. ``env`` must come from ``scan(raw)``.
+
+    Raises:
+        CodecError: a key is not an ASCII string or a value is out of range.
+        TypeError: a value has no AMQP encoding.
+    """
+    if not extra:
+        return bytes(raw)
+    fresh: dict[str, bytes] = {}
+    for key, value in extra.items():
+        if not isinstance(key, str):
+            raise CodecError(f"message-annotation key {key!r} is not a string")
+        encoded_key = _ANNOTATION_KEYS.get(key)
+        if encoded_key is None:
+            encoded_key = encode_symbol(key)
+            if len(_ANNOTATION_KEYS) < 64:  # the broker's own few keys (x-opt-bookmark): encoded once
+                _ANNOTATION_KEYS[key] = encoded_key
+        fresh[key] = encoded_key + encode_value(value)
+    if env.annotations_start < 0:
+        # Insert before the first of properties, application-properties and body (every message has a body).
+        at = env.properties_start
+        if at < 0:
+            at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
+        if at < 0:
+            at = len(raw)
+        section = _annotation_section(b"\x00\x53\x72", fresh.values(), len(fresh))
+        return _splice(raw, at, section, at)
+    descriptor, entries = _annotation_entries(raw, env)
+    parts = []
+    for name, start, stop in entries:
+        replaced = fresh.pop(name, None) if isinstance(name, Symbol) else None
+        parts.append(raw[start:stop] if replaced is None else replaced)
+    parts.extend(fresh.values())
+    section = _annotation_section(descriptor, parts, len(parts))
+    return _splice(raw, env.annotations_start, section, env.annotations_end)
