@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from subgate.engine.records import NewMessage
 from subgate.storage.db import make_engine, upgrade
 from subgate.storage.journal import JournalWriter
-from subgate.engine.records import NewMessage
 
 # Modules that may hold a reference to the bulk inserts (the writer's, and where it applies operations).
 _BULK_USERS = ("subgate.storage.journal", "subgate.storage.applying")

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
 
+from subgate.engine.records import NewMessage, StoredMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
 from subgate.storage.models import (
@@ -46,7 +47,6 @@ from subgate.storage.operations import (
     RegisterRemoval,
     SetSubscriptionConsumers,
 )
-from subgate.engine.records import NewMessage, StoredMessage
 
 _ACKS = table_of(Ack)
 _FAILURES = table_of(DeliveryFailure)

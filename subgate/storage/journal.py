@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
 from subgate.storage.applying import PageAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
@@ -54,7 +55,6 @@ from subgate.storage.operations import (
     RegisterRemoval,
     SetSubscriptionConsumers,
 )
-from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
 
 log = logging.getLogger("subgate.journal")
 

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from subgate.engine.records import PageRead, SubscriptionRecord
 from subgate.storage.applying import APPLY
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from subgate.storage.operations import (
@@ -38,7 +39,6 @@ from subgate.storage.operations import (
     SetSubscriptionConsumers,
     Ticketed,
 )
-from subgate.engine.records import PageRead, SubscriptionRecord
 from subgate.storage.removals import RemovalRecord, list_removal_registrations
 from subgate.storage.subscriptions import list_subscriptions
 from tests.storage.test_journal import T0, Journal, new_message, with_queue

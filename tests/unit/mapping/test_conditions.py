@@ -1,4 +1,5 @@
-"""Every ``amqp:*`` error condition is declared once, in ``subgate/mapping/errors.py``, and imported from there.
+"""Every ``amqp:*`` error condition is declared once, in ``subgate/mapping/errors.py``, and imported from there
+(the topic engine's included).
 
 The test greps the package's source for quoted ``amqp:`` literals. Two shapes are not conditions and may stay
 where they are used: descriptor names (``amqp:header:list``, ``amqp:value:*``: the codecs' symbolic
@@ -47,3 +48,11 @@ def test_mapping_errors_declares_each_condition_once():
     assert all(value.startswith("amqp:") for value in declared)
     assert len(declared) == len(set(declared))
     assert stray_conditions(CONDITIONS_MODULE.read_text(encoding="utf-8"))  # the grep does see them there
+
+
+def test_the_topic_engine_answers_with_mappings_conditions():
+    from subgate.topics import errors as topic_errors
+
+    assert topic_errors.TopicsError.condition is errors.INVALID_FIELD
+    assert topic_errors.UnknownTopicError.condition is errors.NOT_FOUND
+    assert topic_errors.RegistrationConflict.condition is errors.PRECONDITION_FAILED
