@@ -21,7 +21,6 @@ DISCHARGE = 0x32
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 AMQP_VALUE = 0x77
-UNKNOWN_ID = TRANSACTION_UNKNOWN_ID
 _NAMES = {"amqp:declare:list": DECLARE, "amqp:discharge:list": DISCHARGE}
 
 
@@ -94,7 +93,7 @@ class Transactions:
         Refused: ``amqp:transaction:unknown-id`` when no open transaction has that id."""
         txn = self.open.get(txn_id)
         if txn is None:
-            raise Refused(UNKNOWN_ID, f"unknown transaction {txn_id!r}")
+            raise Refused(TRANSACTION_UNKNOWN_ID, f"unknown transaction {txn_id!r}")
         return txn
 
     def finish(self, txn: Transaction) -> None:

@@ -1,6 +1,11 @@
-"""The one exception a rule raises when it says no.
+"""The one exception a rule raises when it says no, and every AMQP error condition subgate sends.
 
 Refused(condition, description)   the AMQP error condition symbol is part of the rule
+
+The ``amqp:*`` condition symbols (AMQP 1.0 §2.8.15, §2.8.16, §2.8.17 and §4.5.8) are declared here and only here:
+the rules, the topic engine, the gateway and the CLI import them (``tests/unit/mapping/test_conditions.py`` fails on an
+``amqp:`` condition literal anywhere else in the package). Descriptor names (``amqp:header:list``...) are not
+conditions and stay with the codecs that read them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class Refused(Exception):
         return f"Refused({self.condition!r}, {self.description!r})"
 
 
+# amqp-error (§2.8.15)
 NOT_FOUND = "amqp:not-found"
 INVALID_FIELD = "amqp:invalid-field"
 PRECONDITION_FAILED = "amqp:precondition-failed"
@@ -31,13 +37,15 @@ UNAUTHORIZED = "amqp:unauthorized-access"
 NOT_IMPLEMENTED = "amqp:not-implemented"
 NOT_ALLOWED = "amqp:not-allowed"
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
-INTERNAL_ERROR = "amqp:internal-error"
-MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
-DECODE_ERROR = "amqp:decode-error"
-ILLEGAL_STATE = "amqp:illegal-state"
 RESOURCE_LOCKED = "amqp:resource-locked"
 RESOURCE_DELETED = "amqp:resource-deleted"
-TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
+ILLEGAL_STATE = "amqp:illegal-state"
+INTERNAL_ERROR = "amqp:internal-error"
+DECODE_ERROR = "amqp:decode-error"
+# connection-error (§2.8.16), and the open frame's property that says the connection is refused (§2.4.1)
 CONNECTION_FORCED = "amqp:connection:forced"
-# A connection property (not a condition) of a refused open: the open is about to be followed by a close.
 CONNECTION_ESTABLISHMENT_FAILED = "amqp:connection-establishment-failed"
+# link-error (§2.8.17)
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+# transaction-error (§4.5.8)
+TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"

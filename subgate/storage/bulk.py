@@ -64,13 +64,13 @@ def insert_messages(conn: Any, messages: Sequence[NewMessage]) -> None:
         copy_sql = f"COPY {_MESSAGES} ({_MESSAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
         with _copy(conn, copy_sql, _MESSAGE_PG_TYPES) as copy:
             for m in messages:
-                copy.write_row(_message_row(m, _dt))
+                copy.write_row(_message_row(m, utc_from_ms))
         return
     if conn.dialect.name == "sqlite":
         _sqlite_insert(conn, _MESSAGES, _MESSAGE_COLUMNS, 13, [_message_row(m, _sqlite_ts) for m in messages])
         return
     marks = ", ".join(["%s"] * 13)
-    rows = [_message_row(m, _dt) for m in messages]
+    rows = [_message_row(m, utc_from_ms) for m in messages]
     conn.exec_driver_sql(f"INSERT INTO {_MESSAGES} ({_MESSAGE_COLUMNS}) VALUES ({marks})", rows)
 
 
@@ -152,7 +152,8 @@ def _copy(conn: Any, statement: str, types: Sequence[str]) -> Iterator[Any]:
         raise DBAPIError.instance(statement, None, exc, dbapi_error, dialect=conn.dialect) from exc
 
 
-def _dt(ms: int | None) -> datetime | None:
+def utc_from_ms(ms: int | None) -> datetime | None:
+    """Milliseconds since the epoch as an aware UTC ``datetime`` (how the columns bind on PostgreSQL)."""
     return None if ms is None else datetime.fromtimestamp(ms / 1000.0, tz=UTC)
 
 

@@ -6,15 +6,14 @@
     ├── UnknownTopicError(KeyError)    no topic at that path                        amqp:not-found
     └── RegistrationConflict           remove-with-session above or below another   amqp:precondition-failed
 
-The package stays standard-library only, so these are not ``mapping.errors.Refused``; the gateway turns any
-``TopicsError`` into a ``Condition(err.condition, err.description)`` at the one place it catches them.
+The package imports nothing but the standard library and the condition names of ``mapping.errors`` (where every
+AMQP condition is declared), so these are not ``mapping.errors.Refused``; the gateway turns any ``TopicsError``
+into a ``Condition(err.condition, err.description)`` at the one place it catches them.
 """
 
 from __future__ import annotations
 
-INVALID_FIELD = "amqp:invalid-field"
-NOT_FOUND = "amqp:not-found"
-PRECONDITION_FAILED = "amqp:precondition-failed"
+from subgate.mapping.errors import INVALID_FIELD, NOT_FOUND, PRECONDITION_FAILED
 
 
 class TopicsError(Exception):

@@ -1,6 +1,7 @@
 """The pure packages stay pure: ``subgate.engine``, ``subgate.mapping`` and ``subgate.topics`` load no proton, no
 SQLAlchemy and no adapter package, and each imports only what its place in the house allows (docs/architecture.md):
-engine may import mapping and topics; mapping and topics only themselves (and the standard library).
+engine may import mapping and topics; mapping and topics only themselves (and the standard library), but for the
+topic engine's use of the AMQP condition names, which are declared once, in ``mapping.errors``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ ROOT = Path(subgate.__file__).resolve().parent
 ALLOWED = {
     "subgate.engine": ("subgate.engine", "subgate.mapping", "subgate.topics"),
     "subgate.mapping": ("subgate.mapping",),
-    "subgate.topics": ("subgate.topics",),
+    "subgate.topics": ("subgate.topics", "subgate.mapping.errors"),
 }
 FORBIDDEN_ROOTS = {"proton", "cproton", "_cproton", "sqlalchemy", "alembic", "psycopg", "click", "rich"}
 ADAPTERS = ("subgate.gateway", "subgate.storage", "subgate.cli", "subgate.migrations")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from subgate.engine.transactions import DECLARE, DISCHARGE, UNKNOWN_ID, Control, Transactions, read_control
-from subgate.mapping.errors import Refused
+from subgate.engine.transactions import DECLARE, DISCHARGE, Control, Transactions, read_control
+from subgate.mapping.errors import TRANSACTION_UNKNOWN_ID, Refused
 
 
 def control(body: object) -> bytes:
@@ -58,5 +58,5 @@ def test_transactions_declare_get_finish():
     txns.finish(t1)  # idempotent
     with pytest.raises(Refused) as refused:
         txns.get(t1.txn_id)
-    assert refused.value.condition == UNKNOWN_ID
+    assert refused.value.condition == TRANSACTION_UNKNOWN_ID
     assert txns.owned_by(owner_a) == [t2]

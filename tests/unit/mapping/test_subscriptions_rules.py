@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.mapping.errors import NOT_FOUND, Refused
+from subgate.mapping.errors import ILLEGAL_STATE, NOT_FOUND, RESOURCE_LOCKED, Refused
 from subgate.mapping.subscriptions import (
     DURABLE,
     GLOBAL,
-    ILLEGAL_STATE,
-    RESOURCE_LOCKED,
     VOLATILE,
     Action,
     Details,

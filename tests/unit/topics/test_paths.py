@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.topics.errors import INVALID_FIELD, TopicPathError
+from subgate.mapping.errors import INVALID_FIELD
+from subgate.topics.errors import TopicPathError
 from subgate.topics.paths import (
     are_related,
     common_prefix,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.topics.errors import PRECONDITION_FAILED, RegistrationConflict, TopicPathError
+from subgate.mapping.errors import PRECONDITION_FAILED
+from subgate.topics.errors import RegistrationConflict, TopicPathError
 from subgate.topics.registrations import Closure, PendingRemoval, Registration, RemovalRegistry
 
 

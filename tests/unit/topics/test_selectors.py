@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.topics.errors import INVALID_FIELD, SelectorError
+from subgate.mapping.errors import INVALID_FIELD
+from subgate.topics.errors import SelectorError
 from subgate.topics.selectors import (
     FullPathSelector,
     PathSelector,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.topics.errors import NOT_FOUND, SelectorError, TopicPathError, UnknownTopicError
+from subgate.mapping.errors import NOT_FOUND
+from subgate.topics.errors import SelectorError, TopicPathError, UnknownTopicError
 from subgate.topics.selectors import parse_selector
 from subgate.topics.tree import TopicTree
 
