@@ -128,8 +128,7 @@ class SendFailed(JmsError):
 
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
-        error = RemoteError(outcome.condition, outcome.description) if outcome.condition else None
-        super().__init__(f"send settled as {outcome.state}", error)
+        super().__init__(f"send settled as {outcome.state}", _error_of(outcome))
 
 
 def _error_of(outcome: Outcome) -> RemoteError | None:

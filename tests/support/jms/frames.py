@@ -78,6 +78,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _decode(raw: bytes) -> tuple[Any, int]:
+    """The first encoded value in ``raw`` (copied out of proton's buffers) and how many bytes it took."""
+    data = Data()
+    consumed = data.decode(raw)
+    data.rewind()
+    data.next()
+    return _plain(data.get_object()), consumed
+
+
 def _encode(value: Any) -> bytes:
     data = Data()
     data.put_object(value)
@@ -122,6 +131,11 @@ class WireFrame:
         return f"{arrow} ch{self.channel} {self.name}{self.fields}"
 
 
+def symbol_names(value: Any) -> set[str]:
+    """The names in a multiple-symbol field: an array of symbols, a single symbol, or null (no names)."""
+    return {str(s) for s in (value.elements if isinstance(value, Array) else [value] if value else [])}
+
+
 def terminus_fields(value: Any) -> dict[str, Any] | None:
     """source/target/coordinator ``Described`` -> {field name: value}; absent fields are None."""
     if value is None:
@@ -140,11 +154,7 @@ def _decode_frame(sent: bool, raw: bytes) -> WireFrame:
     body = raw[doff * 4 :]
     if not body:
         return WireFrame(sent, frame_type, channel, None, [])
-    data = Data()
-    consumed = data.decode(body)
-    data.rewind()
-    data.next()
-    value = _plain(data.get_object())
+    value, consumed = _decode(body)
     return WireFrame(sent, frame_type, channel, int(value.descriptor), list(value.value), bytes(body[consumed:]))
 
 

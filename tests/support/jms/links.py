@@ -11,11 +11,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from proton import Array, Delivery, Endpoint, Link, Message, Terminus
+from proton import Delivery, Endpoint, Link, Message, Terminus
 
 from tests.support.jms.deliveries import Pending, SendFailed, _Presettled, _Tags, _transactional
 from tests.support.jms.errors import LinkRefused, RemoteError
-from tests.support.jms.frames import ACCEPTED, TRANSACTIONAL_STATE, _put_symbols
+from tests.support.jms.frames import ACCEPTED, TRANSACTIONAL_STATE, _put_symbols, symbol_names
 from tests.support.jms.messages import JmsMessage, encode_message
 from tests.support.jms.vocabulary import _CONSUMER_KINDS, LOCAL_TRANSACTIONS, OUTCOMES, QUEUE
 
@@ -42,6 +42,10 @@ class _LinkEnd:
     @property
     def name(self) -> str:
         return str(self.link.name)
+
+    @property
+    def credit(self) -> int:
+        return int(self.link.credit)
 
     @property
     def open(self) -> bool:
@@ -178,10 +182,6 @@ class Consumer(_LinkEnd):
         self.arrived = 0
         session.consumers.append(self)
 
-    @property
-    def credit(self) -> int:
-        return int(self.link.credit)
-
     def _arrived(self, delivery: Delivery, raw: bytes) -> None:
         received = Received(self, delivery, raw)
         if received.presettled:
@@ -238,9 +238,7 @@ class Consumer(_LinkEnd):
     def _check_shared_subs(self, timeout: float | None) -> None:
         """§1.5: without the connection capability, the reply attach must offer SHARED-SUBS itself."""
         reply = self.wire.last_attach_from_broker(self.name)
-        offered = reply["offered-capabilities"] if reply is not None else None
-        names = {str(c) for c in (offered.elements if isinstance(offered, Array) else [offered] if offered else [])}
-        if "SHARED-SUBS" in names:
+        if reply is not None and "SHARED-SUBS" in symbol_names(reply["offered-capabilities"]):
             return
         self._end(not self.durable, timeout)
         self.refusal = RemoteError(None, "Remote peer does not support shared subscriptions")
@@ -266,10 +264,6 @@ class Producer(_LinkEnd):
         self.presettle = presettle
         self.sent_count = 0
         self._tags = _Tags()
-
-    @property
-    def credit(self) -> int:
-        return int(self.link.credit)
 
     def send(
         self,

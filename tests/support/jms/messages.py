@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Data, Described, byte, symbol, timestamp, ubyte, uint, ulong
+from proton import Described, byte, symbol, timestamp, ubyte, uint, ulong
 
 from tests.support.jms.frames import (
     AMQP_SEQUENCE,
@@ -18,8 +18,8 @@ from tests.support.jms.frames import (
     HEADER,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
+    _decode,
     _encode,
-    _plain,
     _trim,
     described_list,
 )
@@ -106,11 +106,8 @@ def sections(raw: bytes) -> list[Described]:
     for _ in range(len(raw)):
         if not raw:
             break
-        data = Data()
-        consumed = data.decode(raw)
-        data.rewind()
-        data.next()
-        found.append(_plain(data.get_object()))
+        section, consumed = _decode(raw)
+        found.append(section)
         raw = raw[consumed:]
     return found
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Array, Collector, Connection, Described, Event, Transport, symbol, uint
+from proton import Collector, Connection, Described, Event, Transport, symbol, uint
 
 from tests.support.jms.errors import ConnectionLost, JmsError, RemoteError, SaslFailed
 from tests.support.jms.frames import (
@@ -43,6 +43,7 @@ from tests.support.jms.frames import (
     _Splitter,
     _trim,
     described_list,
+    symbol_names,
     symbols,
 )
 
@@ -94,8 +95,7 @@ class Wire:
         self._log(True, SASL_HEADER)
         if self._read_exact(HEADER_SIZE) != SASL_HEADER:
             raise JmsError("the broker did not answer with a SASL header")
-        offered = self._read_sasl_frame(SASL_MECHANISMS)["sasl-server-mechanisms"]
-        offered = {str(m) for m in (offered.elements if isinstance(offered, Array) else [offered])}
+        offered = symbol_names(self._read_sasl_frame(SASL_MECHANISMS)["sasl-server-mechanisms"])
         if user and password and "PLAIN" in offered:
             mechanism, response = "PLAIN", f"\x00{user}\x00{password}".encode()
         elif "ANONYMOUS" in offered:
