@@ -40,7 +40,7 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 class JmsWire(Wire):
-    """One Qpid-JMS-shaped connection (see the module docstring). Build it with ``JmsWire.connect``."""
+    """One Qpid-JMS-shaped connection (see the package docstring). Build it with ``JmsWire.connect``."""
 
     def __init__(self, host: str, port: int, *, client_id: str | None = None, timeout: float = TIMEOUT) -> None:
         self.client_id = client_id

@@ -1,8 +1,9 @@
 """The links of a JMS session, once attached: ``_LinkEnd`` (attach reply, refusal, detach in both directions, the
 bookkeeping every link shares), ``Consumer`` with its ``Received`` messages and their dispositions, ``Producer``,
-the transaction ``_Coordinator`` and ``TemporaryDestination``. The attach frames themselves are shaped by the
-session (``session``) and the connection (``connection``), which build these objects; a link refers back to its
-session and connection by type only (``TYPE_CHECKING``), never by an import at run time.
+the transaction ``_Coordinator`` (which attaches itself) and ``TemporaryDestination``. The other attaches are
+shaped where these objects are built: consumers and producers in ``session``, the unsubscribe lookup and the
+temporary-destination creators in ``connection``. A link refers back to its session and connection by type only
+(``TYPE_CHECKING``), never by an import at run time.
 """
 
 from __future__ import annotations

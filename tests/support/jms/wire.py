@@ -89,6 +89,7 @@ class Wire:
         self._fresh_sessions: set[int] = set()
         self.sock = socket.create_connection((host, port), timeout=timeout)
 
+    # -- SASL (by hand, before the transport exists) ---------------------------------------------------------------
     def sasl(self, user: str | None, password: str | None) -> None:
         """§1.1: one mechanism, PLAIN when credentials are given and offered, else ANONYMOUS."""
         self.sock.sendall(SASL_HEADER)
