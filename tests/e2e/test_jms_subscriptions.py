@@ -509,7 +509,7 @@ def test_a_second_exclusive_consumer_is_refused_with_resource_locked(broker, uid
     first = JmsWire.connect(broker.address, client_id=cid)
     active = first.session().consumer(topic, DURABLE, name="x")
     without_sole = tuple(c for c in jms_support.CONNECTION_CAPABILITIES if c != "sole-connection-for-container")
-    monkeypatch.setattr(jms_support, "CONNECTION_CAPABILITIES", without_sole)
+    monkeypatch.setattr(jms_support.connection, "CONNECTION_CAPABILITIES", without_sole)  # where open() reads it
     second = JmsWire.connect(broker.address, client_id=cid)
     with pytest.raises(LinkRefused) as refused:
         second.session().consumer(topic, DURABLE, name="x")

@@ -1,4 +1,4 @@
-"""The Qpid-JMS-shaped wire client (tests/support/jms.py) against a running server, and its frame shapes.
+"""The Qpid-JMS-shaped wire client (tests/support/jms/) against a running server, and its frame shapes.
 
 The end-to-end tests cover what the server supports today: connect, the open it answers, queue and topic
 consumers, drain, the anonymous relay and the ClientID-in-use refusal. The shape tests read back the frames the
