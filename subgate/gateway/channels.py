@@ -106,5 +106,5 @@ def end_after_output(connection: Connection) -> None:
 
 
 def connection_channel(connection: Connection) -> Channel | None:
-    """The channel (socket, user) behind a connection accepted by ``ServerIO``."""
+    """The channel (socket, user) behind a connection accepted by ``ServerIO`` (served by ``ChannelIO``)."""
     return getattr(connection, "_channel", None)

@@ -1,13 +1,13 @@
-"""Socket I/O for the container: an epoll loop, the listener, admission, and the bytes of every connection.
+"""Socket I/O for the container: the epoll wait, the listeners, admission, selectables and timers.
 
-Owns sockets and proton ``Transport`` objects. It replaces proton's default ``IOHandler`` as the container's
-global handler because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first
-admitted or refused (``engine.admission``), then runs its SASL phase (``gateway.sasl_phase``: password checks go
-to the ``Authenticator``'s worker threads and come back as the ``sasl_verdict`` application event), and only then
-gets a proton ``Transport`` (server mode, no SASL layer) bound to a new ``Connection`` on the container's
-collector. It also batches writes: transports that produced output are flushed once per loop turn, and a socket
-is watched for writability only while a send is short. Every connection has a guard: an exception while serving
-it is logged and closes that connection only (``_fail``); its deadlines are checked on every tick.
+Owns the container's side of I/O. It replaces proton's default ``IOHandler`` as the container's global handler
+because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first admitted or refused
+(``engine.admission``), then handed to ``gateway.channel_io.ChannelIO``, which runs its SASL phase (password
+checks go to the ``Authenticator``'s worker threads and come back as the ``sasl_verdict`` application event), gives
+it a proton ``Transport``, moves its bytes and guards it. Here: listening (and pausing accept when out of file
+descriptors), the container's selectables (injectors, timers) and wake-up pipes, the wait for whatever is ready
+(``wait_for_io``, called by ``gateway.loop`` whenever the collector runs empty), and the tick that drives every
+connection's deadlines.
 
 Thread rule: everything here runs on the reactor thread; ``Authenticator`` callbacks arrive through the
 container's ``EventInjector``.
@@ -23,22 +23,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition, Endpoint, Transport
+from proton import Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
-from subgate.gateway.channels import READ, WRITE, Channel, RateLimitedLog
-from subgate.gateway.sasl import CredentialsReceived, SaslServer
-from subgate.gateway.sasl_phase import SaslPhase
-from subgate.mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
+from subgate.gateway.channel_io import ChannelIO
+from subgate.gateway.channels import Channel, RateLimitedLog
+from subgate.gateway.sasl import CredentialsReceived
 
 log = logging.getLogger("subgate.io")
 
-_READ = READ
-_WRITE = WRITE
-_RECV_MAX = 1 << 20
 _ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (out of file descriptors)
-_CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
 
 
 class ServerIO:
@@ -54,19 +49,23 @@ class ServerIO:
         limits: ConnectionLimits | None = None,
     ) -> None:
         self._container = container
-        self._sasl = SaslPhase(self, authenticate, withdraw)
-        self._configure_transport = configure_transport
         self._limits = limits or ConnectionLimits()
         self._admission = Admission(self._limits)
         self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
+        self._io = ChannelIO(
+            container,
+            self._epoll,
+            self._admission,
+            authenticate=authenticate,
+            configure_transport=configure_transport,
+            withdraw=withdraw,
+        )
         self._listeners: dict[int, socket.socket] = {}
         self._accept_paused_until = 0.0
-        self._channels: dict[int, Channel] = {}
         self._selectables: dict[int, Any] = {}
         self._timed: set[Any] = set()
-        self._dirty: set[Channel] = set()
-        self.transports: dict[Any, Channel] = {}  # transport pointer -> its channel (gateway.loop's fast path)
+        self.transports = self._io.transports  # transport pointer -> its channel (gateway.loop's fast path)
         self._next_tick = 0.0
         self.stop_requested = False
         self._wakeups: dict[int, Callable[[], None]] = {}
@@ -113,7 +112,7 @@ class ServerIO:
 
     @property
     def channels(self) -> list[Channel]:
-        return list(self._channels.values())
+        return self._io.channels
 
     def _accept(self, listener: socket.socket) -> None:
         for _ in range(64):
@@ -135,174 +134,14 @@ class ServerIO:
             if channel.verdict is Verdict.REFUSE:
                 self._refusals_logged.info("refusing connection from %s: %s", peer, reason)
                 channel.refusal = reason
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
-            self._channels[channel.fd] = channel
-            self._epoll.register(channel.fd, _READ)
-            self._container._selectables += 1
+            self._io.add(channel)
             log.debug("accepted connection from %s", peer)
 
-    # -- the socket side of the SASL phase (gateway.sasl_phase calls these) ---------------------------------
     def on_sasl_verdict(self, event: Any) -> None:
-        self._sasl.on_verdict(event)
-
-    def write(self, channel: Channel, data: bytes) -> None:
-        if data:
-            channel.outgoing += data
-        self._write_outgoing(channel)
-
-    def _write_outgoing(self, channel: Channel) -> None:
-        while channel.outgoing and not channel.closed:
-            try:
-                sent = channel.sock.send(channel.outgoing)
-            except (BlockingIOError, InterruptedError):
-                self._watch(channel, _READ | _WRITE)
-                return
-            except OSError:
-                self._drop(channel)
-                return
-            channel.outgoing = channel.outgoing[sent:]
-
-    def close_after_flush(self, channel: Channel) -> None:
-        self._write_outgoing(channel)
-        if not channel.closed:
-            try:
-                channel.sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-            self._drop(channel)
-
-    def start_amqp(self, channel: Channel, leftover: bytes) -> None:
-        channel.sasl = None
-        container = self._container
-        connection = container.connection()
-        connection._acceptor = self  # type: ignore[assignment]  # what proton's own acceptor sets
-        connection._channel = channel
-        transport = Transport(Transport.SERVER)
-        self._configure_transport(transport)
-        transport.bind(connection)
-        transport._channel = channel
-        self.transports[transport._impl] = channel
-        channel.transport = transport
-        channel.connection = connection
-        if channel.outgoing:
-            self._write_outgoing(channel)
-        if leftover:
-            self._push(channel, leftover)
-        self._dirty.add(channel)
-
-    # -- the AMQP phase ------------------------------------------------------------------------------------
-    def _push(self, channel: Channel, data: bytes) -> None:
-        transport = channel.transport
-        assert transport is not None
-        channel.clock.bytes_in += len(data)
-        view = memoryview(data)
-        while view:
-            capacity = transport.capacity()
-            if capacity <= 0:
-                # The transport will not take more (closed tail): the rest is discarded, the peer is done.
-                break
-            transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
-        self._dirty.add(channel)
-
-    def _readable(self, channel: Channel) -> None:
-        transport = channel.transport
-        try:
-            data = channel.sock.recv(_RECV_MAX)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            log.info("connection from %s lost: %s", channel.peer, exc)
-            data = b""
-        if not data:
-            channel.eof = True
-            if transport is None:
-                self._drop(channel)
-            else:
-                transport.close_tail()
-                self._dirty.add(channel)
-            return
-        if transport is None:
-            self._sasl.receive(channel, data)
-        else:
-            self._push(channel, data)
-
-    def _flush(self, channel: Channel) -> None:
-        transport = channel.transport
-        if transport is None or channel.closed:
-            return
-        while True:
-            pending = transport.pending()
-            if pending < 0:  # head closed: everything has been written
-                if transport.capacity() < 0 or channel.eof or channel.ending:
-                    self._drop(channel)
-                else:
-                    self._watch(channel, _READ)
-                return
-            if pending == 0:
-                if channel.ending:
-                    self._drop(channel)
-                    return
-                if channel.eof:
-                    # The peer is gone and proton has nothing left to send. proton-c reports a closed tail as
-                    # an error and closes the head itself, except when the input ended inside a frame: then it
-                    # waits for the rest forever, and an EOF socket left in epoll spins. End it here.
-                    log.info("connection from %s ended in the middle of a frame", channel.peer)
-                    transport.close_head()
-                    self._drop(channel)
-                    return
-                self._watch(channel, _READ)
-                return
-            try:
-                sent = channel.sock.send(transport.peek(pending) or b"")
-            except (BlockingIOError, InterruptedError):
-                self._watch(channel, _READ | _WRITE)
-                return
-            except OSError as exc:
-                log.info("connection from %s lost while writing: %s", channel.peer, exc)
-                transport.close_head()
-                transport.close_tail()
-                self._drop(channel)
-                return
-            transport.pop(sent)
-            if sent < pending:
-                self._watch(channel, _READ | _WRITE)
-                return
-
-    def _watch(self, channel: Channel, mask: int) -> None:
-        if channel.watching != mask and not channel.closed:
-            channel.watching = mask
-            self._epoll.modify(channel.fd, mask)
-
-    def _drop(self, channel: Channel) -> None:
-        if channel.closed:
-            return
-        channel.closed = True
-        self._admission.release(channel.address, channel.verdict)
-        self._sasl.forget(channel)
-        self._dirty.discard(channel)
-        self._channels.pop(channel.fd, None)
-        try:
-            self._epoll.unregister(channel.fd)
-        except (OSError, ValueError):
-            pass
-        channel.sock.close()
-        self._container._selectables -= 1
-        transport = channel.transport
-        if transport is not None:
-            self.transports.pop(transport._impl, None)
-            # Make sure proton sees the end of the stream so the connection is cleaned up (transport events).
-            if transport.capacity() >= 0:
-                transport.close_tail()
-            if transport.pending() >= 0:
-                transport.close_head()
+        self._io.sasl_verdict(event)
 
     def close_all(self) -> None:
-        for channel in list(self._channels.values()):
-            self._flush(channel)
-            self._drop(channel)
+        self._io.close_all()
 
     # -- container protocol (selectables, transports, the wait) --------------------------------------------
     def on_selectable_init(self, event: Any) -> None:
@@ -332,30 +171,23 @@ class ServerIO:
 
     def mark_dirty(self, channel: Channel) -> None:
         """The channel's transport has output: flush it at the end of this loop turn."""
-        self._dirty.add(channel)
+        self._io.mark_dirty(channel)
 
     def on_transport(self, event: Any) -> None:
         transport = event.transport
         channel = getattr(transport, "_channel", None) if transport is not None else None
         if channel is not None:
-            self._dirty.add(channel)
+            self._io.mark_dirty(channel)
 
     def on_transport_closed(self, event: Any) -> None:
         transport = event.transport
         channel = getattr(transport, "_channel", None)
         if channel is not None:
-            self._flush(channel)
-            self._drop(channel)
+            self._io.close(channel)
         transport.unbind()
 
     def flush_dirty(self) -> None:
-        dirty = self._dirty
-        while dirty:
-            channel = dirty.pop()
-            try:
-                self._flush(channel)
-            except Exception:
-                self._fail(channel, "writing its output")
+        self._io.flush_dirty()
 
     def wait_for_io(self) -> None:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
@@ -369,12 +201,9 @@ class ServerIO:
             ready = []
         now = container.mark()
         for fd, mask in ready:
-            channel = self._channels.get(fd)
+            channel = self._io.get(fd)
             if channel is not None:
-                try:
-                    self._channel_ready(channel, mask)
-                except Exception:
-                    self._fail(channel, "handling its input")
+                self._io.ready(channel, mask)
                 continue
             listener = self._listeners.get(fd)
             if listener is not None:
@@ -399,42 +228,6 @@ class ServerIO:
         if now >= self._next_tick:
             self._tick(now)
 
-    def _channel_ready(self, channel: Channel, mask: int) -> None:
-        if mask & _WRITE:
-            if channel.transport is None:
-                self._write_outgoing(channel)
-                if not channel.outgoing:
-                    self._watch(channel, _READ)
-            else:
-                self._dirty.add(channel)
-        if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
-            self._readable(channel)
-
-    def _fail(self, channel: Channel, doing: str) -> None:
-        """The guard of one connection: an exception while serving it is a bug, logged with its traceback; that
-        connection is closed with ``amqp:internal-error`` and every other one goes on."""
-        log.exception("internal error on the connection from %s while %s", channel.peer, doing)
-        try:
-            self._abort(channel, INTERNAL_ERROR, "internal error; see the server log")
-        except Exception:
-            log.exception("could not close the connection from %s after an internal error", channel.peer)
-            self._drop(channel)
-
-    def _abort(self, channel: Channel, condition: str, description: str) -> None:
-        """Close a connection on our side now: a ``close`` with the error if the AMQP phase has begun, whatever
-        can still be written, then the socket."""
-        connection = channel.connection
-        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
-            if not connection.state & Endpoint.LOCAL_ACTIVE:
-                connection.open()
-            connection.condition = Condition(condition, description)
-            connection.close()
-        if channel.transport is not None:
-            self._flush(channel)
-        else:
-            self._write_outgoing(channel)
-        self._drop(channel)
-
     def _timeout(self, container: Container) -> float:
         now = time.time()
         deadlines = [d for d in (s.deadline for s in self._timed) if d]
@@ -448,29 +241,4 @@ class ServerIO:
 
     def _tick(self, now: float) -> None:
         """Drive transport timers (idle time-out, heartbeats) and our own deadlines for every connection."""
-        next_tick = now + self._limits.tick_interval()
-        for channel in list(self._channels.values()):
-            if channel.closed:
-                continue
-            try:
-                deadline = self._tick_channel(channel, now)
-            except Exception:
-                self._fail(channel, "checking its timers")
-                continue
-            if deadline:
-                next_tick = min(next_tick, deadline)
-        self._next_tick = next_tick
-
-    def _tick_channel(self, channel: Channel, now: float) -> float:
-        transport, connection = channel.transport, channel.connection
-        closing = connection is not None and connection.state & _CLOSING == Endpoint.LOCAL_CLOSED
-        frames_in = transport.frames_input if transport is not None else 0
-        overdue = channel.clock.overdue(now, self._limits, frames_in, bool(closing))
-        if overdue is not None:
-            log.info("closing connection from %s: %s", channel.peer, overdue)
-            self._abort(channel, RESOURCE_LIMIT, overdue)
-            return 0.0
-        if transport is None:
-            return 0.0
-        self._dirty.add(channel)
-        return float(transport.tick(now))
+        self._next_tick = self._io.tick(now, self._limits, now + self._limits.tick_interval())

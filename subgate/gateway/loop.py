@@ -89,79 +89,91 @@ class EventLoop:
         return state
 
     def _process(self) -> bool:
+        """Process events until the container yields (True) or has nothing left to run (False)."""
         container = self._container
         container.mark()
-        collector = container._collector
-        impl_collector = collector._impl
-        broker = self._broker
-        io = self._io
-        transports = io.transports
-        delivery_event = broker.raw_delivery_event
-        flow_event = broker.link_flow
+        impl_collector = container._collector._impl
+        fast_path = self._fast_path
         while True:
             if container._yield:
                 container._yield = False
                 return True
             impl = pn_collector_peek(impl_collector)
             if impl == _NULL:
-                self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
-                if not container._stop and (container._timers > 0 or container._selectables > 1):
-                    # What the REACTOR_QUIESCED event would do (flush, wait for I/O and timers), without the event.
-                    io.wait_for_io()
-                    container._previous = Event.REACTOR_QUIESCED
-                    continue
-                if container._selectable:
-                    container._selectable.terminate()
-                    container._selectable.update()
-                    container._selectable = None
-                    continue
-                if container._previous is not Event.REACTOR_FINAL:
-                    container.push_event(container, Event.REACTOR_FINAL)
-                    continue
-                return False
-            etype = pn_event_type(impl)
-            if etype == PN_DELIVERY:
-                delivery = pn_event_delivery(impl)
-                state = self._link_state(pn_delivery_link(delivery))
-                if state is not None:
-                    try:
-                        delivery_event(state, delivery)
-                    except Exception:
-                        log.exception("internal error in on_delivery")
-                        _close_link(state.link)
-                    pn_collector_pop(impl_collector)
-                    container._previous = Event.DELIVERY
-                    continue
-            elif etype == PN_LINK_FLOW:
-                state = self._link_state(pn_event_link(impl))
-                if state is not None:
-                    try:
-                        flow_event(state)
-                    except Exception:
-                        log.exception("internal error in on_link_flow")
-                        _close_link(state.link)
-                    pn_collector_pop(impl_collector)
-                    container._previous = Event.LINK_FLOW
-                    continue
-            elif etype == PN_TRANSPORT:
-                channel = transports.get(pn_event_transport(impl))
-                if channel is not None:
-                    io.mark_dirty(channel)
-                    pn_collector_pop(impl_collector)
-                    container._previous = Event.TRANSPORT
-                    continue
-            # Everything else exactly as Container.process does it.
-            event = Event.wrap(impl)
-            try:
-                event.dispatch(event.handler or container._handler)
-                event.dispatch(container._global_handler)
-            except Exception:
-                # The broker's handlers guard themselves; this is the net under everything else (ServerIO's
-                # transport handlers, proton's own): one connection's trouble never stops the reactor.
-                log.exception("internal error in %s", event.type)
-                _close_connection(event)
-            container._previous = event.type
+                if not self._on_empty():
+                    return False
+                continue
+            if not fast_path(pn_event_type(impl), impl):
+                self._dispatch(impl)
             pn_collector_pop(impl_collector)
+
+    def _on_empty(self) -> bool:
+        """The collector ran empty: wait for I/O and timers, or wind the container down. False when it is done."""
+        container = self._container
+        self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
+        if not container._stop and (container._timers > 0 or container._selectables > 1):
+            # What the REACTOR_QUIESCED event would do (flush, wait for I/O and timers), without the event.
+            self._io.wait_for_io()
+            container._previous = Event.REACTOR_QUIESCED
+        elif container._selectable:
+            container._selectable.terminate()
+            container._selectable.update()
+            container._selectable = None
+        elif container._previous is not Event.REACTOR_FINAL:
+            container.push_event(container, Event.REACTOR_FINAL)
+        else:
+            return False
+        return True
+
+    def _fast_path(self, etype: int, impl: Any) -> bool:
+        """Deliveries, flow and transport output on the broker's own links and transports, without wrapping the
+        event in Python objects. False for every other event (``_dispatch`` takes it)."""
+        container = self._container
+        if etype == PN_DELIVERY:
+            delivery = pn_event_delivery(impl)
+            state = self._link_state(pn_delivery_link(delivery))
+            if state is None:
+                return False
+            try:
+                self._broker.raw_delivery_event(state, delivery)
+            except Exception:
+                log.exception("internal error in on_delivery")
+                _close_link(state.link)
+            container._previous = Event.DELIVERY
+            return True
+        if etype == PN_LINK_FLOW:
+            state = self._link_state(pn_event_link(impl))
+            if state is None:
+                return False
+            try:
+                self._broker.link_flow(state)
+            except Exception:
+                log.exception("internal error in on_link_flow")
+                _close_link(state.link)
+            container._previous = Event.LINK_FLOW
+            return True
+        if etype == PN_TRANSPORT:
+            channel = self._io.transports.get(pn_event_transport(impl))
+            if channel is None:
+                return False
+            self._io.mark_dirty(channel)
+            container._previous = Event.TRANSPORT
+            return True
+        return False
+
+    def _dispatch(self, impl: Any) -> None:
+        """Everything else exactly as ``Container.process`` does it."""
+        container = self._container
+        event = Event.wrap(impl)
+        try:
+            event.dispatch(event.handler or container._handler)
+            event.dispatch(container._global_handler)
+        except Exception:
+            # The broker's handlers guard themselves; this is the net under everything else (ServerIO's
+            # transport handlers, proton's own): one connection's trouble never stops the reactor.
+            log.exception("internal error in %s", event.type)
+            _close_connection(event)
+        container._previous = event.type
 
 
 def _close_link(link: Any) -> None:

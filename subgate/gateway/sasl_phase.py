@@ -4,7 +4,7 @@ Owns the use of ``gateway.sasl.SaslServer`` per channel: feeding it bytes, askin
 for a verdict (by request number: a worker thread never holds a channel, so it can never drop the last reference
 to a proton object), answering a connection that is over a limit (sasl-outcome sys-temp), and the no-SASL path
 (a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS). It writes and closes through the
-``ChannelIO`` it is given (``gateway.io.ServerIO``). Reactor thread only.
+``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ log = logging.getLogger("subgate.io")
 _NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
 
 
-class ChannelIO(Protocol):
+class SocketSide(Protocol):
     """What the SASL phase needs from the socket side."""
 
     def write(self, channel: Channel, data: bytes) -> None: ...
@@ -46,7 +46,7 @@ class SaslPhase:
 
     def __init__(
         self,
-        io: ChannelIO,
+        io: SocketSide,
         authenticate: Callable[[int, CredentialsReceived], None],
         withdraw: Callable[[int], None] | None = None,
     ) -> None:

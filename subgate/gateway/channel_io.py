@@ -1,0 +1,323 @@
+"""Every accepted connection's socket and transport: moving bytes between them, and ending them.
+
+Owns the table of open channels (``gateway.channels.Channel``), their epoll registrations after accept, the SASL
+phase of each (``gateway.sasl_phase``, which writes and closes through this class), the hand-off to a proton
+``Transport`` (server mode, no SASL layer) bound to a new ``Connection``, batched writes (a transport with output is
+flushed once per loop turn; a socket is watched for writability only while a send is short), each connection's
+guard (``_fail``: an exception while serving it is logged and closes that connection only) and its deadlines
+(``tick``). ``gateway.io.ServerIO`` accepts the sockets and runs the wait.
+
+Thread rule: reactor thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from proton import Condition, Endpoint, Transport
+from proton.reactor import Container
+
+from subgate.engine.admission import Admission, ConnectionLimits
+from subgate.gateway.channels import READ, WRITE, Channel
+from subgate.gateway.sasl import CredentialsReceived, SaslServer
+from subgate.gateway.sasl_phase import SaslPhase
+from subgate.mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
+
+log = logging.getLogger("subgate.io")
+
+_READ = READ
+_WRITE = WRITE
+_RECV_MAX = 1 << 20
+_CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
+
+
+class ChannelIO:
+    """The sockets and transports of the accepted connections (see the module docstring)."""
+
+    def __init__(
+        self,
+        container: Container,
+        epoll: select.epoll,
+        admission: Admission,
+        *,
+        authenticate: Callable[[int, CredentialsReceived], None],
+        configure_transport: Callable[[Transport], None],
+        withdraw: Callable[[int], None] | None = None,
+    ) -> None:
+        self._container = container
+        self._epoll = epoll
+        self._admission = admission
+        self._sasl = SaslPhase(self, authenticate, withdraw)
+        self._configure_transport = configure_transport
+        self._channels: dict[int, Channel] = {}
+        self._dirty: set[Channel] = set()
+        self.transports: dict[Any, Channel] = {}  # transport pointer -> its channel (gateway.loop's fast path)
+
+    @property
+    def channels(self) -> list[Channel]:
+        return list(self._channels.values())
+
+    def get(self, fd: int) -> Channel | None:
+        return self._channels.get(fd)
+
+    def add(self, channel: Channel) -> None:
+        """An admitted (or to be refused) socket: its SASL phase begins with its first byte."""
+        sock = channel.sock
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
+        self._channels[channel.fd] = channel
+        self._epoll.register(channel.fd, _READ)
+        self._container._selectables += 1
+
+    def sasl_verdict(self, event: Any) -> None:
+        self._sasl.on_verdict(event)
+
+    def write(self, channel: Channel, data: bytes) -> None:
+        if data:
+            channel.outgoing += data
+        self._write_outgoing(channel)
+
+    def _write_outgoing(self, channel: Channel) -> None:
+        while channel.outgoing and not channel.closed:
+            try:
+                sent = channel.sock.send(channel.outgoing)
+            except (BlockingIOError, InterruptedError):
+                self._watch(channel, _READ | _WRITE)
+                return
+            except OSError:
+                self.drop(channel)
+                return
+            channel.outgoing = channel.outgoing[sent:]
+
+    def close_after_flush(self, channel: Channel) -> None:
+        self._write_outgoing(channel)
+        if not channel.closed:
+            try:
+                channel.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            self.drop(channel)
+
+    def start_amqp(self, channel: Channel, leftover: bytes) -> None:
+        channel.sasl = None
+        container = self._container
+        connection = container.connection()
+        connection._acceptor = self  # type: ignore[assignment]  # what proton's own acceptor sets
+        connection._channel = channel
+        transport = Transport(Transport.SERVER)
+        self._configure_transport(transport)
+        transport.bind(connection)
+        transport._channel = channel
+        self.transports[transport._impl] = channel
+        channel.transport = transport
+        channel.connection = connection
+        if channel.outgoing:
+            self._write_outgoing(channel)
+        if leftover:
+            self._push(channel, leftover)
+        self._dirty.add(channel)
+
+    def _push(self, channel: Channel, data: bytes) -> None:
+        transport = channel.transport
+        assert transport is not None
+        channel.clock.bytes_in += len(data)
+        view = memoryview(data)
+        while view:
+            capacity = transport.capacity()
+            if capacity <= 0:
+                # The transport will not take more (closed tail): the rest is discarded, the peer is done.
+                break
+            transport.push(bytes(view[:capacity]))
+            view = view[capacity:]
+        self._dirty.add(channel)
+
+    def readable(self, channel: Channel) -> None:
+        transport = channel.transport
+        try:
+            data = channel.sock.recv(_RECV_MAX)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.info("connection from %s lost: %s", channel.peer, exc)
+            data = b""
+        if not data:
+            channel.eof = True
+            if transport is None:
+                self.drop(channel)
+            else:
+                transport.close_tail()
+                self._dirty.add(channel)
+            return
+        if transport is None:
+            self._sasl.receive(channel, data)
+        else:
+            self._push(channel, data)
+
+    def _flush(self, channel: Channel) -> None:
+        transport = channel.transport
+        if transport is None or channel.closed:
+            return
+        while True:
+            pending = transport.pending()
+            if pending < 0:  # head closed: everything has been written
+                if transport.capacity() < 0 or channel.eof or channel.ending:
+                    self.drop(channel)
+                else:
+                    self._watch(channel, _READ)
+                return
+            if pending == 0:
+                if channel.ending:
+                    self.drop(channel)
+                    return
+                if channel.eof:
+                    # The peer is gone and proton has nothing left to send. proton-c reports a closed tail as
+                    # an error and closes the head itself, except when the input ended inside a frame: then it
+                    # waits for the rest forever, and an EOF socket left in epoll spins. End it here.
+                    log.info("connection from %s ended in the middle of a frame", channel.peer)
+                    transport.close_head()
+                    self.drop(channel)
+                    return
+                self._watch(channel, _READ)
+                return
+            try:
+                sent = channel.sock.send(transport.peek(pending) or b"")
+            except (BlockingIOError, InterruptedError):
+                self._watch(channel, _READ | _WRITE)
+                return
+            except OSError as exc:
+                log.info("connection from %s lost while writing: %s", channel.peer, exc)
+                transport.close_head()
+                transport.close_tail()
+                self.drop(channel)
+                return
+            transport.pop(sent)
+            if sent < pending:
+                self._watch(channel, _READ | _WRITE)
+                return
+
+    def _watch(self, channel: Channel, mask: int) -> None:
+        if channel.watching != mask and not channel.closed:
+            channel.watching = mask
+            self._epoll.modify(channel.fd, mask)
+
+    def drop(self, channel: Channel) -> None:
+        if channel.closed:
+            return
+        channel.closed = True
+        self._admission.release(channel.address, channel.verdict)
+        self._sasl.forget(channel)
+        self._dirty.discard(channel)
+        self._channels.pop(channel.fd, None)
+        try:
+            self._epoll.unregister(channel.fd)
+        except (OSError, ValueError):
+            pass
+        channel.sock.close()
+        self._container._selectables -= 1
+        transport = channel.transport
+        if transport is not None:
+            self.transports.pop(transport._impl, None)
+            # Make sure proton sees the end of the stream so the connection is cleaned up (transport events).
+            if transport.capacity() >= 0:
+                transport.close_tail()
+            if transport.pending() >= 0:
+                transport.close_head()
+
+    def close(self, channel: Channel) -> None:
+        """Write what the transport still holds, then close the socket."""
+        self._flush(channel)
+        self.drop(channel)
+
+    def close_all(self) -> None:
+        for channel in list(self._channels.values()):
+            self.close(channel)
+
+    def mark_dirty(self, channel: Channel) -> None:
+        """The channel's transport has output: flush it at the end of this loop turn."""
+        self._dirty.add(channel)
+
+    def flush_dirty(self) -> None:
+        dirty = self._dirty
+        while dirty:
+            channel = dirty.pop()
+            try:
+                self._flush(channel)
+            except Exception:
+                self._fail(channel, "writing its output")
+
+    def ready(self, channel: Channel, mask: int) -> None:
+        """epoll reported ``mask`` for this channel's socket."""
+        try:
+            self._ready(channel, mask)
+        except Exception:
+            self._fail(channel, "handling its input")
+
+    def _ready(self, channel: Channel, mask: int) -> None:
+        if mask & _WRITE:
+            if channel.transport is None:
+                self._write_outgoing(channel)
+                if not channel.outgoing:
+                    self._watch(channel, _READ)
+            else:
+                self._dirty.add(channel)
+        if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
+            self.readable(channel)
+
+    def _fail(self, channel: Channel, doing: str) -> None:
+        """The guard of one connection: an exception while serving it is a bug, logged with its traceback; that
+        connection is closed with ``amqp:internal-error`` and every other one goes on."""
+        log.exception("internal error on the connection from %s while %s", channel.peer, doing)
+        try:
+            self._abort(channel, INTERNAL_ERROR, "internal error; see the server log")
+        except Exception:
+            log.exception("could not close the connection from %s after an internal error", channel.peer)
+            self.drop(channel)
+
+    def _abort(self, channel: Channel, condition: str, description: str) -> None:
+        """Close a connection on our side now: a ``close`` with the error if the AMQP phase has begun, whatever
+        can still be written, then the socket."""
+        connection = channel.connection
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            if not connection.state & Endpoint.LOCAL_ACTIVE:
+                connection.open()
+            connection.condition = Condition(condition, description)
+            connection.close()
+        if channel.transport is not None:
+            self._flush(channel)
+        else:
+            self._write_outgoing(channel)
+        self.drop(channel)
+
+    def tick(self, now: float, limits: ConnectionLimits, next_tick: float) -> float:
+        """Drive transport timers (idle time-out, heartbeats) and our own deadlines for every connection; the
+        nearest deadline, no later than ``next_tick``."""
+        for channel in list(self._channels.values()):
+            if channel.closed:
+                continue
+            try:
+                deadline = self._tick_channel(channel, now, limits)
+            except Exception:
+                self._fail(channel, "checking its timers")
+                continue
+            if deadline:
+                next_tick = min(next_tick, deadline)
+        return next_tick
+
+    def _tick_channel(self, channel: Channel, now: float, limits: ConnectionLimits) -> float:
+        transport, connection = channel.transport, channel.connection
+        closing = connection is not None and connection.state & _CLOSING == Endpoint.LOCAL_CLOSED
+        frames_in = transport.frames_input if transport is not None else 0
+        overdue = channel.clock.overdue(now, limits, frames_in, bool(closing))
+        if overdue is not None:
+            log.info("closing connection from %s: %s", channel.peer, overdue)
+            self._abort(channel, RESOURCE_LIMIT, overdue)
+            return 0.0
+        if transport is None:
+            return 0.0
+        self._dirty.add(channel)
+        return float(transport.tick(now))
