@@ -1,201 +1,232 @@
-"""The fuzz cases: byte streams a client could send, made deterministically from a seed (no I/O here).
+"""The fuzz cases: a pure, deterministic generator (seed and index in, bytes out; no sockets, no clock).
 
-Families (``FAMILIES``), each a function ``(rng, captures) -> bytes``:
+A ``Case`` is a list of ``Step``s: bytes to send once the server has answered with ``after`` protocol units
+(headers or frames) since the connection opened (the runner waits a bounded time, then sends anyway). Steps keep
+a mutated capture paced as the real client was, so its frames reach the state they were written for.
 
-- ``random``: random bytes with no protocol header, or after a valid SASL or AMQP header;
-- ``sasl-frames``: the SASL header and random or mutated SASL frames;
-- ``mutated``: a captured real client session (``captures``: the client-to-server frames of python-qpid-proton
-  sessions, SASL ANONYMOUS or PLAIN, recorded by ``tests.fuzz.capture``) with frames mutated: bit flips,
-  interesting bytes, truncation, a lying size field, frames dropped, duplicated, reordered or spliced from
-  another session;
-- ``bad-text``: a well-formed session whose one text field holds invalid UTF-8 or a non-ASCII symbol: every text
-  field of sasl-init, open, begin-less attach (name, addresses, filter key and selector, capabilities), and of a
-  transferred message (to, reply-to, subject, application property keys and values).
-
-``make_case(seed, index, captures)`` is pure: the same seed and index give the same bytes, so a failure is
-reproduced from the two numbers the runner prints.
+Case ``i`` depends only on (seed, i) and the captures: indices ``0..len(captures)-1`` replay each capture
+unchanged (controls: they must be served normally), then every third case is the next targeted session
+(``tests.fuzz.targeted``: invalid UTF-8 in one text field) until those run out, and every other case draws a
+mutation family with ``random.Random(f"{seed}:{i}")``. ``half_close`` says whether the runner shuts its side
+after the last step; targeted cases and replays end with the client's own close frame instead.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from tests.support.wirebytes import binary, boolean, described_list, map32, null, string, sym, uint
+from tests.fuzz import targeted
+from tests.fuzz.wire import AMQP_HEADER, FRAME_HEADER, SASL_HEADER
 
-SASL_HEADER = b"AMQP\x03\x01\x00\x00"
-AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
-INVALID_TEXT = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"caf\xc3", b"\x80abc", b"\xf8\x88\x80\x80\x80", b"PL\x8aIN"]
-INTERESTING = [0x00, 0xFF, 0x7F, 0x80, 0xC0, 0xED, 0x40, 0xA1, 0xB1, 0xD0, 0xE0, 0x53]
-INTERESTING_SIZES = [0, 7, 8, 255, 256, 65535, 65536, 2**31 - 1, 2**32 - 1]
-
-Capture = Sequence[bytes]  # a session: protocol header(s) and frames, in the order the client sent them
-
-
-def frame(body: bytes, frame_type: int = 0, channel: int = 0) -> bytes:
-    return struct.pack(">IBBH", 8 + len(body), 2, frame_type, channel) + body
+INTERESTING_BYTES = (0x00, 0xFF, 0x7F, 0x80, 0xC0, 0xED, 0x01, 0xFE)
+INTERESTING_INTS = (0, 1, 0x7F, 0x80, 0xFF, 0x100, 0x101, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x10001,
+                    0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)  # fmt: skip
+TARGETED_EVERY = 3
 
 
-def _random_bytes(rng: random.Random, captures: Sequence[Capture]) -> bytes:
-    data = rng.randbytes(rng.randrange(1, 200))
-    return rng.choice([b"", SASL_HEADER, AMQP_HEADER]) + data
+@dataclass(frozen=True)
+class Step:
+    after: int  # server units (headers, frames) to wait for before sending
+    data: bytes
 
 
-def _sasl_frames(rng: random.Random, captures: Sequence[Capture]) -> bytes:
-    body = b"\x00\x53" + bytes([rng.choice([0x40, 0x41, 0x42, 0x43, 0x44, rng.randrange(256)])])
-    body += rng.randbytes(rng.randrange(0, 60))
-    return SASL_HEADER + frame(body, frame_type=1)
+@dataclass(frozen=True)
+class Capture:
+    """One recorded client session: its units (headers and frames) in order, each with its pacing."""
+
+    name: str
+    server: str  # "anonymous" or "plain"
+    units: tuple[Step, ...]
+    container_id: bytes  # replaced per case, so that replays never collide on sole-connection-for-container
 
 
-def _mutate_frame(rng: random.Random, data: bytes) -> bytes:
-    if not data:
-        return data
-    buf = bytearray(data)
-    choice = rng.randrange(6)
-    if choice == 0:  # bit flips
-        for _ in range(rng.randrange(1, 4)):
-            position = rng.randrange(len(buf))
-            buf[position] ^= 1 << rng.randrange(8)
-    elif choice == 1:  # interesting bytes
-        buf[rng.randrange(len(buf))] = rng.choice(INTERESTING)
-    elif choice == 2:  # truncation
-        del buf[rng.randrange(len(buf)) :]
-    elif choice == 3 and len(buf) >= 8:  # a size field that lies
-        buf[0:4] = struct.pack(">I", rng.choice(INTERESTING_SIZES))
-    elif choice == 4 and len(buf) > 12:  # a length inside the body that lies
-        position = rng.randrange(8, len(buf))
-        buf[position] = rng.choice([0x00, 0xFF, 0x7F, 0x80])
-    else:  # random bytes inserted
-        position = rng.randrange(len(buf))
-        buf[position:position] = rng.randbytes(rng.randrange(1, 16))
-    return bytes(buf)
+@dataclass(frozen=True)
+class Case:
+    index: int
+    family: str
+    server: str
+    steps: tuple[Step, ...]
+    half_close: bool
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(step.data for step in self.steps)
 
 
-def _mutated(rng: random.Random, captures: Sequence[Capture]) -> bytes:
-    parts = list(rng.choice(captures))
-    for _ in range(rng.randrange(1, 3)):
-        operation = rng.randrange(5)
-        index = rng.randrange(len(parts))
-        if operation <= 1:
-            parts[index] = _mutate_frame(rng, parts[index])
-        elif operation == 2 and len(parts) > 1:
-            del parts[index]
-        elif operation == 3:
-            parts.insert(index, parts[rng.randrange(len(parts))])
-        else:  # splice a frame of another session
-            other = rng.choice(captures)
-            parts.insert(index, other[rng.randrange(len(other))])
-    return b"".join(parts)
+Units = list[Step]
+Mutator = Callable[[random.Random, Units, list[Capture]], Units]
 
 
-# -- bad text in every text field ----------------------------------------------------------------------------------
-def _sasl_init(mechanism: bytes, response: bytes, hostname: bytes | None) -> bytes:
-    fields = [sym(mechanism), binary(response), null() if hostname is None else string(hostname)]
-    return SASL_HEADER + frame(described_list(0x41, fields), frame_type=1)
+def _flat(units: Units) -> bytes:
+    return b"".join(u.data for u in units)
 
 
-def _open(container: bytes, hostname: bytes = b"h", capability: bytes = b"ANONYMOUS-RELAY", key: bytes = b"k") -> bytes:
-    fields = [string(container), string(hostname), null(), null(), null(), null(), null()]
-    fields += [sym(capability), sym(capability), map32([(sym(key), string(b"v"))])]
-    return frame(described_list(0x10, fields))
+def _rebuild(units: Units, data: bytes) -> Units:
+    """``data`` (same length as the units' bytes) cut back into the units' boundaries and pacing."""
+    out, pos = [], 0
+    for unit in units:
+        out.append(Step(unit.after, data[pos : pos + len(unit.data)]))
+        pos += len(unit.data)
+    return out
 
 
-BEGIN = frame(described_list(0x11, [null(), uint(0), uint(100), uint(100)]))
+def _bitflip(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    data = bytearray(_flat(units))
+    for _ in range(rng.randint(1, 8)):
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    return _rebuild(units, bytes(data))
 
 
-def _attach(
-    name: bytes, source: bytes, target: bytes, selector: bytes, key: bytes, capability: bytes, role: bool
-) -> bytes:
-    selector_filter = b"\x00" + sym(b"apache.org:selector-filter:string") + string(selector)
-    source_fields = [
-        string(source),
-        null(),
-        null(),
-        null(),
-        null(),
-        null(),
-        null(),
-        map32([(sym(key), selector_filter)]),
-    ]
-    source_fields += [null(), null(), sym(capability)]
-    target_fields = [string(target), null(), null(), null(), null(), null(), sym(capability)]
-    fields = [string(name), uint(0), boolean(role), null(), null(), described_list(0x28, source_fields)]
-    fields += [described_list(0x29, target_fields)]
-    return frame(described_list(0x12, fields))
+def _interesting(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    data = bytearray(_flat(units))
+    for _ in range(rng.randint(1, 4)):
+        width = rng.choice((1, 1, 2, 4))
+        pos = rng.randrange(max(1, len(data) - width))
+        if width == 1:
+            data[pos] = rng.choice(INTERESTING_BYTES)
+        else:
+            value = rng.choice(INTERESTING_INTS) & ((1 << (8 * width)) - 1)
+            data[pos : pos + width] = value.to_bytes(width, "big")
+    return _rebuild(units, bytes(data[: len(_flat(units))]))
 
 
-def _transfer(to: bytes, reply_to: bytes, subject: bytes, key: bytes, value: bytes) -> bytes:
-    header = described_list(0x70, [boolean(True)])
-    properties = described_list(0x73, [null(), null(), string(to), string(subject), string(reply_to)])
-    application = b"\x00\x53\x74" + map32([(string(key), string(value))])
-    body = b"\x00\x53\x77" + string(b"payload")
-    transfer = described_list(0x14, [uint(0), uint(0), binary(b"\x00")])
-    return frame(transfer + header + properties + application + body)
+def _truncate(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    cut = rng.randrange(1, len(_flat(units)))
+    out, pos = [], 0
+    for unit in units:
+        if pos + len(unit.data) > cut:
+            out.append(Step(unit.after, unit.data[: cut - pos]))
+            break
+        out.append(unit)
+        pos += len(unit.data)
+    return out
 
 
-def _flow() -> bytes:
-    return frame(described_list(0x13, [uint(0), uint(100), uint(0), uint(100), uint(0), uint(0), uint(100)]))
+def _frames(units: Units) -> list[int]:
+    return [i for i, u in enumerate(units) if not u.data.startswith(b"AMQP") and len(u.data) >= FRAME_HEADER.size]
 
 
-def _bad_text(rng: random.Random, captures: Sequence[Capture]) -> bytes:
-    bad = rng.choice(INVALID_TEXT)
-    field = rng.randrange(17)
-    anonymous = _sasl_init(b"ANONYMOUS", b"", None) + AMQP_HEADER
-    if field < 3:  # sasl-init: mechanism, hostname, PLAIN response
-        if field == 0:
-            return _sasl_init(bad, b"\x00a\x00b", None)
-        if field == 1:
-            return _sasl_init(b"PLAIN", b"\x00a\x00b", bad)
-        return _sasl_init(b"PLAIN", b"\x00" + bad + b"\x00pw", None)
-    if field < 7:  # open: container-id, hostname, capabilities, property keys
-        args = [b"c", b"h", b"ANONYMOUS-RELAY", b"k"]
-        args[field - 3] = bad
-        return anonymous + _open(*args)
-    prefix = anonymous + _open(b"fuzz") + BEGIN
-    if field < 13:  # attach: name, source, target, selector, filter key, capability
-        args: list[bytes | bool] = [b"l", b"q", b"q", b"a = 1", b"jms-selector", b"queue", rng.random() < 0.5]
-        args[field - 7] = bad
-        return prefix + _attach(*args)  # type: ignore[arg-type]
-    message = [b"q", b"r", b"s", b"k", b"v"]  # to, reply-to, subject, property key, property value
-    message[field - 13] = bad
-    sending = _attach(b"l", b"", b"", b"a = 1", b"jms-selector", b"queue", False) + _flow()
-    return prefix + sending + _transfer(*message)
+def _size_lie(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    out = list(units)
+    if not _frames(out):
+        return out
+    index = rng.choice(_frames(out))
+    data = bytearray(out[index].data)
+    field = rng.choice(("size", "size", "doff", "type", "channel"))
+    if field == "size":
+        size = len(data)
+        lie = rng.choice((0, 1, 7, 8, size - 1, size + 1, size + rng.randint(2, 64), *INTERESTING_INTS))
+        struct.pack_into(">I", data, 0, lie & 0xFFFFFFFF)
+    elif field == "doff":
+        data[4] = rng.choice((0, 1, 3, 0x7F, 0xFF))
+    elif field == "type":
+        data[5] = rng.choice((0x01, 0x02, 0x7F, 0xFF)) if data[5] == 0 else rng.choice((0x00, 0x02, 0xFF))
+    else:
+        struct.pack_into(">H", data, 6, rng.choice((1, 0x7FFF, 0xFFFF)))
+    out[index] = Step(out[index].after, bytes(data))
+    return out
 
 
-FAMILIES: dict[str, Callable[[random.Random, Sequence[Capture]], bytes]] = {
-    "random": _random_bytes,
-    "sasl-frames": _sasl_frames,
-    "mutated": _mutated,
-    "bad-text": _bad_text,
+def _duplicate(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    out = list(units)
+    source = rng.randrange(len(out))
+    out.insert(rng.randrange(source, len(out)) + 1, out[source])
+    return out
+
+
+def _drop(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    out = list(units)
+    for _ in range(min(rng.randint(1, 3), len(out) - 1)):
+        del out[rng.randrange(len(out))]
+    return out
+
+
+def _reorder(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    out = list(units)
+    a, b = rng.randrange(len(out)), rng.randrange(len(out))
+    out[a], out[b] = Step(out[a].after, out[b].data), Step(out[b].after, out[a].data)
+    return out
+
+
+def _splice(rng: random.Random, units: Units, others: list[Capture]) -> Units:
+    donor = list(rng.choice(others).units)
+    start = rng.randrange(len(donor))
+    piece = donor[start : start + rng.randint(1, 4)]
+    at = rng.randrange(len(units) + 1)
+    return list(units[:at]) + [Step(units[at - 1].after if at else 0, s.data) for s in piece] + list(units[at:])
+
+
+def _random_tail(rng: random.Random, units: Units, _o: list[Capture]) -> Units:
+    keep = rng.randrange(1, len(units))
+    return list(units[:keep]) + [Step(units[keep - 1].after, rng.randbytes(rng.randint(1, 512)))]
+
+
+MUTATORS: dict[str, tuple[int, Mutator]] = {
+    "bitflip": (14, _bitflip),
+    "interesting": (14, _interesting),
+    "truncate": (6, _truncate),
+    "size-lie": (10, _size_lie),
+    "duplicate": (6, _duplicate),
+    "drop": (6, _drop),
+    "reorder": (6, _reorder),
+    "splice": (6, _splice),
+    "random-tail": (8, _random_tail),
 }
-WEIGHTS = {"random": 2, "sasl-frames": 2, "mutated": 4, "bad-text": 2}
-_ORDER = [name for name, weight in WEIGHTS.items() for _ in range(weight)]
+RANDOM_FAMILIES = {"random": (4, b""), "random-after-sasl": (8, SASL_HEADER), "random-after-amqp": (8, AMQP_HEADER)}
+STACKED_WEIGHT = 4
 
 
-def make_case(seed: int, index: int, captures: Sequence[Capture]) -> tuple[str, bytes]:
-    """(family, bytes) of case ``index`` of the run with ``seed``."""
-    rng = random.Random(seed * 1_000_003 + index)
-    family = _ORDER[index % len(_ORDER)]
-    return family, FAMILIES[family](rng, captures)
+def _personalise(capture: Capture, index: int) -> Units:
+    """The capture's units with its container-id replaced by one of the same length unique to this case."""
+    old = capture.container_id
+    tag = f"-{index:x}".encode()
+    new = (old[: max(0, len(old) - len(tag))] + tag)[-len(old) :] if old else old
+    return [Step(u.after, u.data.replace(old, new) if old else u.data) for u in capture.units]
 
 
-def split_session(stream: bytes) -> list[bytes]:
-    """A recorded client-to-server stream cut into protocol headers and whole frames (the mutation units)."""
-    parts: list[bytes] = []
-    rest = stream
-    while rest:
-        if rest.startswith(b"AMQP"):
-            parts.append(rest[:8])
-            rest = rest[8:]
-            continue
-        if len(rest) < 8:
-            parts.append(rest)
-            break
-        size = struct.unpack(">I", rest[:4])[0]
-        if size < 8:
-            parts.append(rest)
-            break
-        parts.append(rest[:size])
-        rest = rest[size:]
-    return parts
+def _families() -> tuple[list[str], list[int]]:
+    names = [*MUTATORS, *RANDOM_FAMILIES, "stacked"]
+    weights = [w for w, _ in MUTATORS.values()] + [w for w, _ in RANDOM_FAMILIES.values()] + [STACKED_WEIGHT]
+    return names, weights
+
+
+def _mutated(rng: random.Random, index: int, captures: list[Capture]) -> Case:
+    names, weights = _families()
+    family = rng.choices(names, weights)[0]
+    if family in RANDOM_FAMILIES:
+        prefix = RANDOM_FAMILIES[family][1]
+        server = rng.choice(("anonymous", "anonymous", "anonymous", "plain"))
+        steps = (Step(0, prefix + rng.randbytes(rng.randint(1, 1024))),)
+        return Case(index, family, server, steps, half_close=True)
+    capture = rng.choice(captures)
+    units = _personalise(capture, index)
+    chosen = rng.sample(list(MUTATORS), rng.randint(2, 3)) if family == "stacked" else [family]
+    for name in chosen:
+        if len(units) > 1 and len(_flat(units)) > 1:  # an earlier mutation can leave too little to mutate
+            units = MUTATORS[name][1](rng, units, captures)
+    label = f"stacked:{'+'.join(chosen)}" if family == "stacked" else family
+    return Case(index, f"{label}@{capture.name}", capture.server, tuple(units), half_close=True)
+
+
+Sessions = list[tuple[str, str, tuple[bytes, bytes]]]
+
+
+def generate(seed: int, index: int, captures: list[Capture], sessions: Sessions) -> Case:
+    """Case ``index`` of the run with ``seed`` (see the module docstring); ``sessions`` is ``targeted.cases()``."""
+    if index < len(captures):
+        capture = captures[index]
+        return Case(index, f"replay@{capture.name}", capture.server, tuple(_personalise(capture, index)), False)
+    rest = index - len(captures)
+    if rest % TARGETED_EVERY == 0 and rest // TARGETED_EVERY < len(sessions):
+        field, server, (first, second) = sessions[rest // TARGETED_EVERY]
+        steps = (Step(0, first), Step(targeted.ANSWER_UNITS, second))
+        return Case(index, f"utf8:{field}", server, steps, half_close=False)
+    return _mutated(random.Random(f"{seed}:{index}"), index, captures)
+
+
+def minimum_cases(captures: list[Capture], sessions: Sessions) -> int:
+    """How many cases a run needs so that every replay and every targeted session is in it."""
+    return len(captures) + TARGETED_EVERY * len(sessions)

@@ -1,74 +1,126 @@
-"""A bounded fuzz run against a real server (issue 11): at least 5,000 cases of random bytes, mutated captures
-of real client sessions and invalid text in every text field of sasl-init, open, attach and a transfer.
+"""The bounded fuzz run of issue 11: thousands of hostile connections, then the server must still be fine.
 
-Afterwards (and every 500 cases during the run) a normal client exchanges a message; at the end the server must
-be alive and its log must hold no traceback, no internal error and no stop. ``SUBGATE_FUZZ_SEED`` and
-``SUBGATE_FUZZ_CASES`` change the seed and the count; the seed is in every failure message.
+Two ``subgate serve`` processes: "anonymous" (no user, so SASL ANONYMOUS and a bare AMQP header are served) and
+"plain" (user alice, PLAIN only). Real client sessions are recorded through a proxy first
+(``tests.fuzz.capture``), then ``SUBGATE_FUZZ_CASES`` cases (default 5,000) from seed ``SUBGATE_FUZZ_SEED``
+(default ``DEFAULT_SEED``) go out concurrently (``tests.fuzz.runner``), while ``tests.fuzz.health`` restarts a
+crashed server, notes tracebacks and runs a normal client every two seconds. The run fails on any crash,
+traceback, "subgate stopped", hung connection, failed normal client, or a replayed real session the server did
+not serve; the message names the seed and each culprit case. ``SUBGATE_FUZZ_ONLY=3,17`` runs only those cases.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from proton import Message
 
+from tests.fuzz import targeted
 from tests.fuzz.capture import record_sessions
-from tests.fuzz.runner import run_cases
-from tests.support.amqp import connect, receive_bodies, receiver, sender
+from tests.fuzz.cases import Capture, Case, generate, minimum_cases
+from tests.fuzz.health import BAD_LOG_MARKS, Incident, Prober, Watch, exchange, logs, pinpoint
+from tests.fuzz.runner import Outcome, Settings, run_cases
 from tests.support.cli import run_subgate
 from tests.support.server import SubgateProcess
 
-SEED = int(os.environ.get("SUBGATE_FUZZ_SEED", "20261124"))
-CASES = int(os.environ.get("SUBGATE_FUZZ_CASES", "5000"))
+DEFAULT_SEED = 20261124
+DEFAULT_CASES = 5000
+PINPOINT_SECONDS = 60.0  # replaying suspects one by one to name culprits
+CREDENTIALS = {"anonymous": {}, "plain": {"user": "alice", "password": "s3cret"}}
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
 
 
 @pytest.fixture
-def fuzz_server(tmp_path: Path) -> Iterator[SubgateProcess]:
-    url = f"sqlite:///{tmp_path / 'subgate.db'}"
-    setup = [("db", "upgrade"), ("users", "add", "alice", "--password", "s3cret", "--role", "admin")]
-    setup += [("grants", "add", p, "--user", "anonymous") for p in ("SELECT_TOPIC", "READ_TOPIC", "UPDATE_TOPIC")]
-    setup += [("grants", "add", "MODIFY_TOPIC", "--user", "anonymous")]
-    for args in setup:
-        result = run_subgate(*args, "--store", url, cwd=tmp_path)
+def servers(tmp_path: Path):
+    started: dict[str, SubgateProcess] = {}
+    plain_store = f"sqlite:///{tmp_path / 'plain.db'}"
+    alice = (
+        ("db", "upgrade"),
+        ("users", "add", "alice", "--password", "s3cret"),
+        ("roles", "assign", "admin", "alice"),
+    )
+    for args in alice:
+        result = run_subgate(*args, "--store", plain_store, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
-    server = SubgateProcess(url, tmp_path, "--allow-anonymous", "--frame-timeout", "2")
-    server.start()
-    yield server
-    if server.alive():
-        server.stop(timeout=20)
-    server.kill()
+    for name, store in (("anonymous", f"sqlite:///{tmp_path / 'anonymous.db'}"), ("plain", plain_store)):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        started[name] = SubgateProcess(store, workdir).start()
+    yield started
+    for server in started.values():
+        try:
+            if server.alive():
+                server.stop(timeout=10)
+        finally:
+            server.kill()
 
 
-def exchange(server: SubgateProcess) -> None:
-    """A normal client: send one message to a fresh queue and receive exactly it."""
-    queue = f"healthy-{uuid.uuid4().hex[:8]}"
-    conn = connect(server.url, user="alice", password="s3cret")
+def _summary(outcomes: list[Outcome]) -> str:
+    answers = Counter(f"{o.answer}" + (f"({o.detail})" if o.detail else "") for o in outcomes)
+    families = Counter(o.family.split("@")[0].split(":")[0] for o in outcomes)
+    return f"answers: {dict(answers.most_common())}\nfamilies: {dict(families.most_common())}"
+
+
+def _failures(outcomes: list[Outcome], incidents: list[Incident], probes: Prober, captures: list[Capture]) -> list[str]:
+    found = [f"{i.kind} on {i.server}: culprits {i.culprits or 'not pinpointed'}, suspects "
+             f"{sorted(i.suspects)[:20]}\n{i.excerpt}" for i in incidents]  # fmt: skip
+    found += [f"case {o.index} ({o.family}): the server never closed the connection" for o in outcomes
+              if o.answer == "hung"]  # fmt: skip
+    found += [
+        f"case {o.index} ({o.family}): a real client's session was not served ({o.answer} {o.detail})"
+        for o in outcomes
+        if o.family.startswith("replay") and not (o.opened and o.answer == "close-frame")
+    ]
+    found += [f"normal client failed during the run: {failure}" for failure in probes.failures]
+    return found
+
+
+@pytest.mark.timeout(900)  # about 3 minutes alone; a loaded CI machine can take several times that
+def test_bounded_fuzz_run_leaves_the_server_serving(servers):
+    seed, count = _env_int("SUBGATE_FUZZ_SEED", DEFAULT_SEED), _env_int("SUBGATE_FUZZ_CASES", DEFAULT_CASES)
+    only = {int(i) for i in os.environ.get("SUBGATE_FUZZ_ONLY", "").split(",") if i.strip()}
+    captures = record_sessions({name: s.port for name, s in servers.items()}, CREDENTIALS["plain"])
+    sessions = targeted.cases()
+    assert DEFAULT_CASES >= minimum_cases(captures, sessions), "the default run must hold every targeted case"
+
+    def case_of(index: int) -> Case:
+        return generate(seed, index, captures, sessions)
+
+    started = time.monotonic()
+    watch = Watch(servers)
+    probes = Prober(servers, CREDENTIALS)
+    probes.start()
     try:
-        sender(conn, queue).send(Message(body=queue))
-        assert receive_bodies(receiver(conn, queue), 1) == [queue]
+        indices = sorted(only) if only else range(count)
+        outcomes = run_cases((case_of(i) for i in indices), {n: s.port for n, s in servers.items()}, Settings(), watch)
+        watch(set())
     finally:
-        conn.close()
-
-
-def test_the_server_survives_a_bounded_fuzz_run(fuzz_server):
-    captures = record_sessions(fuzz_server.port, "alice", "s3cret")
-    assert len(captures) == 2 and all(len(c) > 8 for c in captures), captures
-    report = run_cases(fuzz_server.port, SEED, CASES, captures, lambda: exchange(fuzz_server))
-    print(report.summary())
-    assert report.cases == CASES >= 5000 or "SUBGATE_FUZZ_CASES" in os.environ, report.summary()
-    assert report.outcomes["skipped-deadline"] == 0, report.summary()
-    assert not report.unhealthy, report.summary()
-    assert fuzz_server.alive(), fuzz_server.log()[-4000:]
-    exchange(fuzz_server)
-    log = fuzz_server.log()
-    for bad in ("Traceback", "internal error", "subgate stopped"):
-        assert bad not in log, f"{report.summary()}\n{_around(log, bad)}"
-
-
-def _around(log: str, needle: str, width: int = 3000) -> str:
-    at = log.find(needle)
-    return log[max(0, at - 500) : at + width]
+        probes.stop()
+    print(f"{len(outcomes)} cases in {time.monotonic() - started:.1f}s; {len(watch.incidents)} incidents")
+    budget = time.monotonic() + PINPOINT_SECONDS
+    for incident in watch.incidents:
+        pinpoint(incident, case_of, servers, CREDENTIALS, budget)
+    failures = _failures(outcomes, watch.incidents, probes, captures)
+    for name, server in servers.items():
+        if not server.alive():
+            failures.append(f"{name} server is not running at the end:\n{logs(server)[-3000:]}")
+            continue
+        try:
+            exchange(server, CREDENTIALS[name])
+        except Exception as exc:
+            failures.append(f"{name} server refused a normal client after the run: {exc!r}")
+        marks = [mark for mark in BAD_LOG_MARKS if mark in logs(server)]
+        if marks and not any(i.server == name for i in watch.incidents):
+            failures.append(f"{name} server log holds {marks}")
+    report = (f"seed {seed} (SUBGATE_FUZZ_SEED), {len(outcomes)} cases, {watch.restarts} restarts, "
+              f"{probes.ok} normal exchanges during the run\n{_summary(outcomes)}")  # fmt: skip
+    print(report)
+    assert len(outcomes) == len(indices)
+    assert probes.ok > 0, "the normal client never ran during the fuzz run"
+    assert not failures, report + "\n\n" + "\n\n".join(failures)

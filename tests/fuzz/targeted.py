@@ -10,7 +10,7 @@ without waiting for more input. Pure: bytes out, nothing else.
 
 from __future__ import annotations
 
-from tests.fuzz.deep.wire import (
+from tests.fuzz.wire import (
     AMQP_HEADER,
     SASL_FRAME,
     SASL_HEADER,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from proton import Message
 
-from tests.fuzz.deep.cases import Case
-from tests.fuzz.deep.runner import Settings, run_cases
+from tests.fuzz.cases import Case
+from tests.fuzz.runner import Settings, run_cases
 from tests.support.amqp import connect, receive_bodies, receiver, sender
 from tests.support.server import SubgateProcess
 
