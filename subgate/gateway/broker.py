@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
-from proton import Delivery, Endpoint
+from proton import Delivery, Endpoint, Event
 from proton.reactor import Container
 
 from subgate.engine.nodes import Queue, Topic
@@ -43,6 +43,9 @@ from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.outcomes import settle_outcome
 from subgate.mapping.permissions import Policy
 from subgate.storage.journal import JournalWriter
+
+if TYPE_CHECKING:
+    from subgate.gateway.io import ServerIO
 
 log = logging.getLogger("subgate.broker")
 
@@ -121,7 +124,7 @@ class Broker:
     def when_stopped(self, callback: Callable[[], None]) -> None:
         self.lifecycle.on_stopped = callback
 
-    def begin_shutdown(self, io: Any) -> None:
+    def begin_shutdown(self, io: ServerIO) -> None:
         """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
         self.lifecycle.begin_shutdown(io)
 
@@ -130,64 +133,73 @@ class Broker:
         return self.pipeline.published
 
     # -- application events ----------------------------------------------------------------------------------
-    def on_policy_loaded(self, event: Any) -> None:
+    def on_policy_loaded(self, event: Event) -> None:
         """A policy freshly read from the store (gateway.policy): it decides every attach from now on."""
         self.authority.use(event.subject)
 
     @guarded
-    def on_journal_committed(self, event: Any) -> None:
+    def on_journal_committed(self, event: Event) -> None:
         self.completions.on_result(event.subject)
 
     # -- connections and sessions ----------------------------------------------------------------------------
     @guarded
-    def on_connection_remote_open(self, event: Any) -> None:
-        self.lifecycle.connection_opened(event.connection)
+    def on_connection_remote_open(self, event: Event) -> None:
+        if event.connection is not None:
+            self.lifecycle.connection_opened(event.connection)
 
     @guarded
-    def on_connection_remote_close(self, event: Any) -> None:
+    def on_connection_remote_close(self, event: Event) -> None:
         connection = event.connection
+        if connection is None:
+            return
         self.lifecycle.connection_ended(connection, abrupt=False)
         if not connection.state & Endpoint.LOCAL_CLOSED:
             connection.close()
 
     @guarded
-    def on_transport_tail_closed(self, event: Any) -> None:
+    def on_transport_tail_closed(self, event: Event) -> None:
         connection = event.connection
         if connection is not None:
             self.lifecycle.connection_ended(connection, abrupt=True)
 
     @guarded
-    def on_transport_closed(self, event: Any) -> None:
+    def on_transport_closed(self, event: Event) -> None:
         connection = event.connection
         if connection is not None:
             self.lifecycle.connection_ended(connection, abrupt=True)
 
     @guarded
-    def on_session_remote_open(self, event: Any) -> None:
-        self.lifecycle.session_opened(event.session)
+    def on_session_remote_open(self, event: Event) -> None:
+        if event.session is not None:
+            self.lifecycle.session_opened(event.session)
 
     @guarded
-    def on_session_remote_close(self, event: Any) -> None:
-        self.lifecycle.session_ended(event.session)
+    def on_session_remote_close(self, event: Event) -> None:
+        if event.session is not None:
+            self.lifecycle.session_ended(event.session)
 
     # -- links -----------------------------------------------------------------------------------------------
     @guarded
-    def on_link_remote_open(self, event: Any) -> None:
+    def on_link_remote_open(self, event: Event) -> None:
         link = event.link
+        if link is None:
+            return
         state = connection_state(link.connection)
         if state is not None and self.lifecycle.link_name_fits(link, state):
             self.attacher.attach(link, state)
 
     @guarded
-    def on_link_remote_close(self, event: Any) -> None:
-        self.lifecycle.link_ended(event.link, closed=True)
+    def on_link_remote_close(self, event: Event) -> None:
+        if event.link is not None:
+            self.lifecycle.link_ended(event.link, closed=True)
 
     @guarded
-    def on_link_remote_detach(self, event: Any) -> None:
-        self.lifecycle.link_ended(event.link, closed=False)
+    def on_link_remote_detach(self, event: Event) -> None:
+        if event.link is not None:
+            self.lifecycle.link_ended(event.link, closed=False)
 
     @guarded
-    def on_link_flow(self, event: Any) -> None:
+    def on_link_flow(self, event: Event) -> None:
         link_state = getattr(event.link, "_sg", None)
         if link_state is not None:
             self.link_flow(link_state)
@@ -199,8 +211,10 @@ class Broker:
 
     # -- deliveries ------------------------------------------------------------------------------------------
     @guarded
-    def on_delivery(self, event: Any) -> None:
+    def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
+        if delivery is None:
+            return
         link_state = getattr(delivery.link, "_sg", None)
         if link_state is not None:
             self.raw_delivery_event(link_state, delivery._impl)

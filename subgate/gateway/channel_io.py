@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition, Endpoint, Transport
+from proton import Condition, Endpoint, Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
@@ -74,7 +74,7 @@ class ChannelIO:
         self._epoll.register(channel.fd, _READ)
         self._container._selectables += 1
 
-    def sasl_verdict(self, event: Any) -> None:
+    def sasl_verdict(self, event: Event) -> None:
         self._sasl.on_verdict(event)
 
     def write(self, channel: Channel, data: bytes) -> None:

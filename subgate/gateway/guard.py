@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from proton import Condition, Endpoint
+from proton import Condition, Endpoint, Event
 
 from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR
 
@@ -20,11 +20,11 @@ log = logging.getLogger("subgate.broker")
 _Self = TypeVar("_Self")
 
 
-def guarded(method: Callable[[_Self, Any], None]) -> Callable[[_Self, Any], None]:
+def guarded(method: Callable[[_Self, Event], None]) -> Callable[[_Self, Event], None]:
     """Event handlers never let an exception out: a bug is logged and the endpoint it concerns is closed with
     ``amqp:internal-error``, while the server keeps serving every other connection."""
 
-    def handler(self: _Self, event: Any) -> None:
+    def handler(self: _Self, event: Event) -> None:
         try:
             method(self, event)
         except UnicodeDecodeError as exc:
@@ -40,7 +40,7 @@ def guarded(method: Callable[[_Self, Any], None]) -> Callable[[_Self, Any], None
     return handler
 
 
-def close_endpoint(event: Any, condition: str, description: str) -> None:
+def close_endpoint(event: Event, condition: str, description: str) -> None:
     """Close the endpoint an event concerns with an error (an endpoint the peer opened and we did not yet: proton
     answers with the attach, begin or open first)."""
     try:

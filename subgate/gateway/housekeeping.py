@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from proton import Event
 from proton.reactor import Container
 
 from subgate.engine.nodes import Queue, Topic, now_ms
@@ -30,7 +30,7 @@ class _Timer:
         self.callback = callback
 
     @guarded
-    def on_timer_task(self, event: Any) -> None:
+    def on_timer_task(self, event: Event) -> None:
         self.callback()
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Transport
+from proton import Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
@@ -137,14 +137,14 @@ class ServerIO:
             self._io.add(channel)
             log.debug("accepted connection from %s", peer)
 
-    def on_sasl_verdict(self, event: Any) -> None:
+    def on_sasl_verdict(self, event: Event) -> None:
         self._io.sasl_verdict(event)
 
     def close_all(self) -> None:
         self._io.close_all()
 
     # -- container protocol (selectables, transports, the wait) --------------------------------------------
-    def on_selectable_init(self, event: Any) -> None:
+    def on_selectable_init(self, event: Event) -> None:
         selectable = event.selectable
         self._container._selectables += 1
         fd = selectable.fileno()
@@ -154,10 +154,10 @@ class ServerIO:
         else:
             self._timed.add(selectable)
 
-    def on_selectable_updated(self, event: Any) -> None:
+    def on_selectable_updated(self, event: Event) -> None:
         pass  # injectors are always read; timers are read from their deadline each turn
 
-    def on_selectable_final(self, event: Any) -> None:
+    def on_selectable_final(self, event: Event) -> None:
         selectable = event.selectable
         self._container._selectables -= 1
         fd = selectable.fileno()
@@ -173,14 +173,16 @@ class ServerIO:
         """The channel's transport has output: flush it at the end of this loop turn."""
         self._io.mark_dirty(channel)
 
-    def on_transport(self, event: Any) -> None:
+    def on_transport(self, event: Event) -> None:
         transport = event.transport
         channel = getattr(transport, "_channel", None) if transport is not None else None
         if channel is not None:
             self._io.mark_dirty(channel)
 
-    def on_transport_closed(self, event: Any) -> None:
+    def on_transport_closed(self, event: Event) -> None:
         transport = event.transport
+        if transport is None:
+            return
         channel = getattr(transport, "_channel", None)
         if channel is not None:
             self._io.close(channel)

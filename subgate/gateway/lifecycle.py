@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from proton import Condition, Endpoint, Link, symbol
+from proton import Condition, Connection, Endpoint, Link, Session, symbol
 
 from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.authority import Authority
@@ -34,6 +34,9 @@ from subgate.mapping.errors import (
 )
 from subgate.mapping.names import check_link_name
 
+if TYPE_CHECKING:
+    from subgate.gateway.io import ServerIO
+
 log = logging.getLogger("subgate.broker")
 
 VERSION = "0.1.0"
@@ -44,7 +47,9 @@ SESSION_CAPACITY = 64 * 1024 * 1024
 Node = Queue | Topic
 
 
-def refuse_connection(connection: Any, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
+def refuse_connection(
+    connection: Connection, condition: str, description: str, info: dict[Any, Any] | None = None
+) -> None:
     """Answer a peer's ``open`` with ours and a ``close`` carrying the error (AMQP part 2.4.1: an open must be
     answered before a close can say why)."""
     connection.open()
@@ -53,7 +58,7 @@ def refuse_connection(connection: Any, condition: str, description: str, info: d
     end_after_output(connection)
 
 
-def connection_state(endpoint_connection: Any) -> ConnectionState | None:
+def connection_state(endpoint_connection: Connection) -> ConnectionState | None:
     """The state of an open connection of ours (None before its open was answered, or after its end)."""
     state: ConnectionState | None = getattr(endpoint_connection, "_sg", None)
     if state is None or state.closed:
@@ -118,7 +123,7 @@ class Lifecycle:
         self.on_stopped: Callable[[], None] | None = None
 
     # -- connections -----------------------------------------------------------------------------------------
-    def connection_opened(self, connection: Any) -> None:
+    def connection_opened(self, connection: Connection) -> None:
         """The peer's open: answer it, or refuse it (bad fields, over a limit, a second connection of a
         container-id that asked to be the only one, shutting down)."""
         channel = connection_channel(connection)
@@ -170,7 +175,7 @@ class Lifecycle:
             return lambda: refuse_connection(connection, CONNECTION_FORCED, "server shutting down")
         return None
 
-    def connection_ended(self, connection: Any, *, abrupt: bool) -> None:
+    def connection_ended(self, connection: Connection, *, abrupt: bool) -> None:
         """The connection closed (a close frame: ``abrupt=False``) or was lost; its links end as abrupt."""
         state = connection_state(connection)
         if state is None:
@@ -197,11 +202,11 @@ class Lifecycle:
         return True
 
     # -- sessions --------------------------------------------------------------------------------------------
-    def session_opened(self, session: Any) -> None:
+    def session_opened(self, session: Session) -> None:
         session.incoming_capacity = SESSION_CAPACITY
         session.open()
 
-    def session_ended(self, session: Any) -> None:
+    def session_ended(self, session: Session) -> None:
         state = connection_state(session.connection)
         if state is not None:
             ending = [ls for ls in state.links if ls.link.session == session]
@@ -298,7 +303,7 @@ class Lifecycle:
             queue.purge()
 
     # -- shutdown --------------------------------------------------------------------------------------------
-    def begin_shutdown(self, io: Any) -> None:
+    def begin_shutdown(self, io: ServerIO) -> None:
         """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
         if self.stopping:
             return

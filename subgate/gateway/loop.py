@@ -24,7 +24,7 @@ between bursts of events (gateway.garbage).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cproton import (
     PN_DELIVERY,
@@ -44,7 +44,12 @@ from proton._events import Event
 from proton.reactor import Container
 
 from subgate.gateway.garbage import ReactorGarbageCollector
+from subgate.gateway.links import LinkState
 from subgate.mapping.errors import INTERNAL_ERROR
+
+if TYPE_CHECKING:
+    from subgate.gateway.broker import Broker
+    from subgate.gateway.io import ServerIO
 
 log = logging.getLogger("subgate.loop")
 
@@ -54,11 +59,11 @@ _NULL = ffi.NULL
 class EventLoop:
     """Runs ``container`` with ``broker`` as its handler and ``io`` as its global handler."""
 
-    def __init__(self, container: Container, broker: Any, io: Any) -> None:
+    def __init__(self, container: Container, broker: Broker, io: ServerIO) -> None:
         self._container = container
         self._broker = broker
         self._io = io
-        self._links: dict[Any, Any] = {}  # link pointer -> the broker's link state (Inbound, Outbound, ...)
+        self._links: dict[Any, LinkState] = {}  # link pointer -> the broker's link state (Inbound, Outbound, ...)
         self._garbage = ReactorGarbageCollector()
 
     def run(self) -> None:
@@ -78,7 +83,7 @@ class EventLoop:
         container._global_handler = None  # type: ignore[assignment]
         container._handler = None  # type: ignore[assignment]
 
-    def _link_state(self, link_ptr: Any) -> Any:
+    def _link_state(self, link_ptr: Any) -> LinkState | None:
         """The broker's state of a link, by its C pointer; None for a link it does not handle (or has ended)."""
         state = self._links.get(link_ptr)
         if state is None or state.closed:
@@ -176,7 +181,7 @@ class EventLoop:
         container._previous = event.type
 
 
-def _close_link(link: Any) -> None:
+def _close_link(link: Link) -> None:
     try:
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.condition = Condition(INTERNAL_ERROR, "internal error; see the server log")
@@ -185,7 +190,7 @@ def _close_link(link: Any) -> None:
         log.exception("could not close the link after an internal error")
 
 
-def _close_connection(event: Any) -> None:
+def _close_connection(event: Event) -> None:
     try:
         connection = event.connection
         if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
