@@ -43,6 +43,7 @@ from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.outcomes import settle_outcome
 from subgate.mapping.permissions import Policy
 from subgate.storage.journal import JournalWriter
+from subgate.storage.removals import RemovalRecord
 
 if TYPE_CHECKING:
     from subgate.gateway.io import ServerIO
@@ -108,7 +109,7 @@ class Broker:
         self.authority.use(policy)
         self.housekeeping.on_policy_refresh = refresh
 
-    def restore_removals(self, records: list[Any], next_row: int) -> None:
+    def restore_removals(self, records: list[RemovalRecord], next_row: int) -> None:
         """Remove-with-session registrations stored by an earlier run (``TopicControl.restore``)."""
         self.control.restore(records, next_row)
 

@@ -29,13 +29,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
 
-from subgate.gateway.links import LinkState, reject
+from subgate.gateway.links import ConnectionState, LinkState, reject
 from subgate.mapping.errors import INVALID_FIELD, NOT_ALLOWED, NOT_FOUND, Refused
+from subgate.storage.removals import RemovalRecord
 from subgate.topics import MissingTopicHandlers, Registration, RemovalRegistry, Selector, TopicsError, validate_path
 
 log = logging.getLogger("subgate.topic_control")
@@ -84,7 +85,9 @@ class RemovalLink(LinkState):
 
     __slots__ = ("registration", "control")
 
-    def __init__(self, link: Link, conn: Any, registration: Registration[Any], control: TopicControl) -> None:
+    def __init__(
+        self, link: Link, conn: ConnectionState, registration: Registration[Owner], control: TopicControl
+    ) -> None:
         super().__init__(link, conn)
         self.registration = registration
         self.control = control
@@ -111,7 +114,7 @@ class Notice:
         self.answered = False
 
 
-def _same_request(a: Registration[Any], b: Registration[Any]) -> bool:
+def _same_request(a: Registration[Owner], b: Registration[Owner]) -> bool:
     """Whether ``b`` re-attaches ``a`` (the take-over of rule 5: same branch, container-id and link name)."""
     return a.container_id is not None and (a.branch, a.container_id, a.name) == (b.branch, b.container_id, b.name)
 
@@ -121,7 +124,7 @@ class HandlerLink(LinkState):
 
     __slots__ = ("path", "control", "waiting", "unsettled", "_tag")
 
-    def __init__(self, link: Link, conn: Any, path: str, control: TopicControl) -> None:
+    def __init__(self, link: Link, conn: ConnectionState, path: str, control: TopicControl) -> None:
         super().__init__(link, conn)
         self.path = path
         self.control = control
@@ -152,7 +155,7 @@ class HeldAttach(LinkState):
 
     __slots__ = ("selector", "request", "control", "outstanding", "cancelled_by", "done")
 
-    def __init__(self, link: Link, conn: Any, selector: str, request: str, control: TopicControl) -> None:
+    def __init__(self, link: Link, conn: ConnectionState, selector: str, request: str, control: TopicControl) -> None:
         super().__init__(link, conn)
         self.control = control
         self.selector = selector
@@ -184,6 +187,9 @@ class PreviousRun:
         self.container_id = container_id or ""
 
 
+Owner = ConnectionState | PreviousRun  # who holds a remove-with-session registration
+
+
 class TopicControl:
     """Remove-with-session registrations and missing-topic handlers of one server (module docstring)."""
 
@@ -203,14 +209,14 @@ class TopicControl:
         self._schedule = schedule
         self._remove_branch = remove_branch
         self._clock = clock
-        self.removals: RemovalRegistry[Any] = RemovalRegistry()
+        self.removals: RemovalRegistry[Owner] = RemovalRegistry()
         self.handlers: MissingTopicHandlers[HandlerLink] = MissingTopicHandlers()
         self._resumes: dict[int, tuple[Callable[[], None], Callable[[str], None]]] = {}
         self.journal = journal
-        self._rows: dict[Registration[Any], int] = {}  # registration the registry holds -> its row in the store
+        self._rows: dict[Registration[Owner], int] = {}  # registration the registry holds -> its row in the store
         self._next_row = 0
 
-    def restore(self, records: list[Any], next_row: int) -> None:
+    def restore(self, records: list[RemovalRecord], next_row: int) -> None:
         """Registrations stored by an earlier run (storage.removals.RemovalRecord): each waits the reconnection
         timeout as if its connection had just been lost."""
         self._next_row = max(self._next_row, next_row)
@@ -234,10 +240,10 @@ class TopicControl:
         for owner in owners:
             self.connection_ended(owner, abrupt=True)
 
-    def _held(self, registration: Registration[Any]) -> bool:
+    def _held(self, registration: Registration[Owner]) -> bool:
         return registration in self.removals.registrations(registration.branch)
 
-    def _persist(self, registration: Registration[Any]) -> None:
+    def _persist(self, registration: Registration[Owner]) -> None:
         if registration in self._rows:
             return  # the same registration again: one row
         taken_over = next((old for old in self._rows if _same_request(old, registration) and not self._held(old)), None)
@@ -262,7 +268,7 @@ class TopicControl:
             self.journal.submit_drop_removal_registration(row)
 
     # -- remove-with-session -------------------------------------------------------------------------------
-    def register_removal(self, link: Link, conn: Any, branch: str) -> RemovalLink:
+    def register_removal(self, link: Link, conn: ConnectionState, branch: str) -> RemovalLink:
         """Register ``branch`` for removal when ``conn`` ends.
 
         Raises:
@@ -282,7 +288,7 @@ class TopicControl:
             self._drop_released_rows()
             log.info("remove-with-session deregistered on %r", removal.registration.branch)
 
-    def connection_ended(self, conn: Any, *, abrupt: bool) -> None:
+    def connection_ended(self, conn: Owner, *, abrupt: bool) -> None:
         """A connection closed (``abrupt=False``) or was lost: remove its branches now or after the grace."""
         closure = self.removals.connection_closed(conn, self._clock(), abrupt, self.reconnect_timeout)
         self._drop_released_rows()
@@ -313,7 +319,7 @@ class TopicControl:
         self._remove_branch(branch)
 
     # -- missing-topic handlers ----------------------------------------------------------------------------
-    def register_handler(self, link: Link, conn: Any, path: str) -> HandlerLink:
+    def register_handler(self, link: Link, conn: ConnectionState, path: str) -> HandlerLink:
         """Register a handler on ``path``.
 
         Raises:
@@ -358,7 +364,7 @@ class TopicControl:
     def hold(
         self,
         link: Link,
-        conn: Any,
+        conn: ConnectionState,
         selector: Selector,
         request: str,
         resume: Callable[[], None],
