@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from proton import Condition, Link
 
@@ -147,7 +148,7 @@ class BrowserConsumer(Outbound):
         link: Link,
         conn: ConnectionState,
         queue: Queue,
-        accepts: Any,
+        accepts: Callable[[Message], bool] | None,
         closer: Closer,
         transacting: Transacting,
     ) -> None:

@@ -13,7 +13,7 @@ the attach handler (``gateway.attach``) makes them. The five consumer kinds are 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cproton import (
@@ -25,7 +25,7 @@ from cproton import (
     pn_link_advance,
     pn_link_send,
 )
-from proton import Condition, Delivery, Link
+from proton import Condition, Connection, Delivery, Link
 
 from subgate.engine import codec
 from subgate.engine.nodes import Message, Queue, Topic
@@ -37,6 +37,7 @@ from subgate.mapping.outcomes import MODIFIED, settle_outcome, settle_unsettled
 if TYPE_CHECKING:
     from subgate.gateway.subscriptions import Subscriptions
     from subgate.gateway.transacting import Transacting
+    from subgate.mapping.subscriptions import SubscriptionKey
 
 log = logging.getLogger("subgate.links")
 Node = Queue | Topic
@@ -53,7 +54,7 @@ class ConnectionState:
 
     __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted")
 
-    def __init__(self, connection: Any, container_id: str, user: str | None, peer: object) -> None:
+    def __init__(self, connection: Connection, container_id: str, user: str | None, peer: object) -> None:
         self.connection = connection
         self.container_id = container_id
         self.user = user
@@ -197,7 +198,7 @@ class Outbound(LinkState):
         self.unsettled: dict[Any, Message] = {}
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
-        self.filter: Any = None
+        self.filter: Callable[[Message], bool] | None = None
 
     def uses(self, nodes: Mapping[int, Node]) -> Node | None:
         return nodes.get(id(self.queue))
@@ -277,7 +278,7 @@ class Lookup(LinkState):
 
     __slots__ = ("key", "subscriptions")
 
-    def __init__(self, link: Link, conn: ConnectionState, key: Any, subscriptions: Subscriptions) -> None:
+    def __init__(self, link: Link, conn: ConnectionState, key: SubscriptionKey, subscriptions: Subscriptions) -> None:
         super().__init__(link, conn)
         self.key = key
         self.subscriptions = subscriptions
