@@ -1,7 +1,8 @@
 """The running server's topic tree: which topic nodes exist as paths, and selector subscriptions over them.
 
 Owns the link between the pure engine (``topics``: tree, Diffusion selectors, the prefix index) and the topic
-nodes of ``engine.nodes``. Every topic node whose name is a valid topic path is in the tree. A selector
+nodes of ``engine.nodes``. Every topic node whose name is a valid topic path is in the tree, except temporary
+topics (``$temp.…``), which belong to the connection that made them. A selector
 subscription is one private queue subscribed to every topic its selector matches, including topics created
 later: a new topic asks the index which selectors reach it, so the cost does not grow with the number of
 subscriptions whose prefix lies elsewhere. No proton, no store.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from subgate.engine.nodes import Message, Queue, Topic
+from subgate.mapping.addresses import is_temporary
 from subgate.topics import PathSelector, Qualifier, Selector, SelectorIndex, TopicTree, is_valid_path, parse_selector
 from subgate.topics.errors import TopicsError
 
@@ -80,8 +82,8 @@ class TopicSpace:
 
     def added(self, topic: Topic) -> None:
         """A topic node was created: put it in the tree and feed it to the selector subscriptions it matches."""
-        if not is_valid_path(topic.name):
-            return
+        if not is_valid_path(topic.name) or is_temporary(topic.name):
+            return  # a temporary topic is its connection's alone: no selector, fetch or tree listing reaches it
         self.tree.add(topic.name, topic)
         for key in self.index.matching(topic.name):
             sub = self.subscriptions[key]

@@ -27,7 +27,7 @@ from subgate.engine.nodes import Topic
 from subgate.gateway.management import Request, Response
 from subgate.gateway.router import Router
 from subgate.gateway.topic_control import TopicControl
-from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC
+from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -92,6 +92,8 @@ class TopicAdmin:
     def _create(self, name: object) -> Response:
         if not isinstance(name, str) or not is_valid_path(name):
             return Response(400, f"'name' must be a valid topic path, not {name!r}")
+        if is_temporary(name):
+            return Response(400, f"{name!r}: names starting with {TEMPORARY_PREFIX!r} are the server's temporary nodes")
         existing = self.router.nodes.get(name)
         if existing is not None:
             if isinstance(existing, Topic):

@@ -65,6 +65,11 @@ def check_temporary_use(address: str, *, owned: bool, receiving: bool) -> None:
         )
 
 
+def is_temporary(address: str) -> bool:
+    """Whether ``address`` names a temporary (dynamic) node: those belong to the connection that made them."""
+    return address.startswith(TEMPORARY_PREFIX)
+
+
 def temporary_address(kind: str, unique: str) -> str:
     return f"{TEMPORARY_PREFIX}{kind}.{unique}"
 

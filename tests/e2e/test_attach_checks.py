@@ -83,6 +83,23 @@ def test_a_temporary_topic_cannot_be_subscribed_to_or_removed_by_another_connect
         stranger.close()
 
 
+def test_a_temporary_topic_is_out_of_reach_of_topic_selectors(broker):
+    """A Diffusion selector subscription (``?.*``) from another connection does not reach a temporary topic."""
+    owner, stranger = connect(broker.url), connect(broker.url)
+    try:
+        spy = receiver(stranger, "?.*", "topic", credit=10)
+        own = owner.create_receiver(None, dynamic=True, credit=10, options=[_TemporaryTopic()])
+        address = own.link.remote_source.address
+        sender(owner, address, "topic").send(Message(body="private"))
+        assert receive_bodies(own, 1) == ["private"]
+        sender(owner, "visible", "topic").send(Message(body="public"))
+        assert receive_bodies(spy, 1) == ["public"]  # the spy works, and got only the plain topic
+        assert nothing_arrives(spy)
+    finally:
+        owner.close()
+        stranger.close()
+
+
 class _TemporaryTopic(BrowseCopy):
     def apply(self, link) -> None:  # noqa: ANN001
         data = link.source.capabilities

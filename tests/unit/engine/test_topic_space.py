@@ -59,3 +59,15 @@ def test_subscriptions_see_existing_and_later_topics_and_end_cleanly():
     assert ab.subscriptions == [] and queue.depth == 0
     space.added(Topic("a/d"))  # no longer subscribed
     assert sub.topics == []
+
+
+def test_a_temporary_topic_stays_out_of_the_tree():
+    space = TopicSpace()
+    spy = Queue("spy", durable=False)
+    space.subscribe(fetch_selector("*.*"), spy, lambda message: True)
+    temporary, plain = Topic("$temp.topic.0f", durable=False), Topic("news", durable=False)
+    space.added(temporary)
+    space.added(plain)
+    assert space.select(fetch_selector("*.*")) == [plain]
+    assert space.branch("") == [plain]
+    assert temporary.subscriptions == []  # the selector subscription did not reach it
