@@ -65,7 +65,7 @@ class Broker:
         *,
         journal: JournalWriter,
     ) -> None:
-        subscriptions = subscriptions or Subscriptions(router)
+        subscriptions = subscriptions or Subscriptions(router, journal, router.pager)
         self.connections = Connections()
         self.authority = Authority()
         self.housekeeping = Housekeeping(settings, router, container, self.connections.links)

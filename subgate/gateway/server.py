@@ -116,7 +116,7 @@ class Server:
         self.injector = EventInjector()
         self.writer = JournalWriter(self.engine, self._journal_done)
         self.router = Router(settings, self.writer, catalog)
-        self.subscriptions = Subscriptions(self.router, catalog.max_subscription_id)
+        self.subscriptions = Subscriptions(self.router, self.writer, self.router.pager, catalog.max_subscription_id)
         recovered = recover(self.router, self.subscriptions, self.sessions)
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)

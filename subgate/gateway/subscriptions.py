@@ -13,8 +13,9 @@ import logging
 from collections.abc import Callable
 
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
+from subgate.engine.ports import JournalPort
 from subgate.engine.records import SubscriptionRecord
-from subgate.gateway.paging import row_filter
+from subgate.gateway.paging import Pager, row_filter
 from subgate.gateway.router import JournalCursor, Router
 from subgate.mapping.subscriptions import (
     Details,
@@ -99,8 +100,10 @@ def subscription_filter(start_seq: int, no_local_id: str | None, matcher: Matche
 class Subscriptions:
     """All subscriptions of the running server, named ones by key."""
 
-    def __init__(self, router: Router, next_id: int = 0) -> None:
+    def __init__(self, router: Router, journal: JournalPort, pager: Pager, next_id: int = 0) -> None:
         self.router = router
+        self._journal = journal
+        self._pager = pager
         self.by_key: dict[SubscriptionKey, Subscription] = {}
         self._next_id = next_id
 
@@ -135,12 +138,12 @@ class Subscriptions:
         sub = Subscription(sub_id, key, kind, details, queue, topic, cursor, now_ms(), container_id)
         no_local_id = container_id if details.no_local else None
         if cursor is not None:
-            router.pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
+            self._pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
             queue.on_paging = topic.queue_paging
         topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
         if key is not None:
             self.by_key[key] = sub
-            router.writer.submit_subscription(sub.record())
+            self._journal.submit_subscription(sub.record())
             log.info("created %s on topic %r", key.describe(), topic.name)
         return sub
 
@@ -151,7 +154,7 @@ class Subscriptions:
         details = Details(record.topic, record.selector, record.no_local)
         queue = Queue(f"{topic.name}#{record.id}", durable=True)
         queue.limit_memory(self.router.memory_limit)
-        cursor = JournalCursor(record.cursor_id, self.router.writer)
+        cursor = JournalCursor(record.cursor_id, self._journal)
         queue.cursor = cursor
         self.router.track_cursor(cursor, queue)
         topic.durable_subscriptions += 1
@@ -160,7 +163,7 @@ class Subscriptions:
         sub = Subscription(record.id, key, kind, details, queue, topic, cursor, record.created_ms, origin_id)
         no_local_id = origin_id if record.no_local and record.client_id is not None else None
         topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
-        self.router.pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
+        self._pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
         queue.on_paging = topic.queue_paging
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
@@ -195,7 +198,7 @@ class Subscriptions:
 
     def _consumers_changed(self, sub: Subscription) -> None:
         if sub.key is not None and self.by_key.get(sub.key) is sub:
-            self.router.writer.submit_subscription_consumers(sub.id, len(sub.consumers))
+            self._journal.submit_subscription_consumers(sub.id, len(sub.consumers))
 
     def delete(self, sub: Subscription) -> None:
         """Remove a subscription and everything it holds (unsubscribe, replace, last volatile consumer gone)."""
@@ -210,7 +213,7 @@ class Subscriptions:
             sub.queue.cursor = None
         if sub.key is not None and self.by_key.get(sub.key) is sub:
             del self.by_key[sub.key]
-            self.router.writer.submit_drop_subscription(sub.id, sub.cursor.cursor_id if sub.cursor else None)
+            self._journal.submit_drop_subscription(sub.id, sub.cursor.cursor_id if sub.cursor else None)
             log.info("removed %s", sub.key.describe())
 
     def named(self) -> list[Subscription]:

@@ -39,7 +39,7 @@ def setup() -> tuple[Subscriptions, Topic, list[tuple]]:
     topic = router.create("prices", "topic", durable=True)
     assert isinstance(topic, Topic)
     calls = router.writer.calls  # type: ignore[attr-defined]
-    return Subscriptions(router), topic, calls
+    return Subscriptions(router, router.writer, router.pager), topic, calls
 
 
 def test_durable_subscription_gets_a_cursor_a_row_and_journals_the_topic():
