@@ -118,7 +118,6 @@ def main() -> None:
             with engine.begin() as conn:
                 conn.exec_driver_sql("DELETE FROM acks")
                 conn.exec_driver_sql("DELETE FROM messages")
-            writer._held.clear()
         engine.dispose()
     print(f"python {sys.version.split()[0]}, {args.count} messages + {args.count} acks, best of {args.repeat}")
     print(f"writer: {sys.modules[JournalWriter.__module__].__file__}")

@@ -72,6 +72,35 @@ class BatchResult:
     failed: list[Any] = field(default_factory=list)
 
 
+class TokenTable:
+    """The submitting thread's table of tokens: ``issue`` keeps a token and gives the ticket that crosses to the
+    writer thread; ``claim`` gives a result's tokens back for its tickets (each once). Submitting thread only."""
+
+    __slots__ = ("_held", "_tickets")
+
+    def __init__(self) -> None:
+        self._held: dict[int, Any] = {}  # ticket -> token
+        self._tickets = itertools.count(1)
+
+    def issue(self, token: Any) -> int:
+        ticket = next(self._tickets)
+        self._held[ticket] = token
+        return ticket
+
+    def claim(self, result: BatchResult) -> BatchResult:
+        return BatchResult(
+            [self._redeem(ticket) for ticket in result.tokens],
+            result.error,
+            result.size,
+            [self._redeem(ticket) for ticket in result.failed],
+        )
+
+    def _redeem(self, ticket: int | PageAnswer) -> Any:
+        if isinstance(ticket, PageAnswer):
+            return ticket.claimed(self._held.pop(ticket.token))
+        return self._held.pop(ticket)
+
+
 class JournalWriter:
     """Group-commit writer thread. Start with ``start()``, stop with ``close()`` (flushes everything)."""
 
@@ -90,38 +119,21 @@ class JournalWriter:
         self._thread = threading.Thread(target=self._run, name="subgate-journal", daemon=True)
         self.batches = 0
         self.rows = 0
-        self._held: dict[int, Any] = {}  # ticket -> token; touched only by the submitting thread
-        self._tickets = itertools.count(1)
+        self._tokens = TokenTable()  # touched only by the submitting thread
+        self._ticket = self._tokens.issue
 
     # -- called on the reactor thread (enqueue only) ------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
 
-    def _ticket(self, token: Any) -> int:
-        ticket = next(self._tickets)
-        self._held[ticket] = token
-        return ticket
-
     def claim(self, result: BatchResult) -> BatchResult:
         """Call on the submitting thread with a result ``notify`` handed over: the same result with the tokens
         in place of their tickets (each ticket is claimed once)."""
-        return BatchResult(
-            [self._redeem(ticket) for ticket in result.tokens],
-            result.error,
-            result.size,
-            [self._redeem(ticket) for ticket in result.failed],
-        )
-
-    def _redeem(self, ticket: int | PageAnswer) -> Any:
-        if isinstance(ticket, PageAnswer):
-            return ticket.claimed(self._held.pop(ticket.token))
-        return self._held.pop(ticket)
+        return self._tokens.claim(result)
 
     def submit_message(self, message: NewMessage, token: Any) -> None:
-        # Once per journaled message: ``_ticket`` inlined, ``put`` bound once (bench/journal_ops.py).
-        ticket = next(self._tickets)
-        self._held[ticket] = token
-        self._put(AppendMessage(message, ticket))
+        # Once per journaled message: ``issue`` and ``put`` bound once (bench/journal_ops.py).
+        self._put(AppendMessage(message, self._ticket(token)))
 
     def submit_ack(self, cursor_id: int, message_id: int) -> None:
         self._put(Acknowledge(cursor_id, message_id))
