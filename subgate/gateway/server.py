@@ -77,7 +77,7 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
             sub_cursor = by_id.get(record.cursor_id) if record.cursor_id is not None else None
             if not record.durable or sub_cursor is None:
                 continue
-            topic = router.nodes.get(record.topic)
+            topic = router.node(record.topic)
             if not isinstance(topic, Topic):
                 topic = router.restore_topic(record.topic)
             matcher = compile_selector(record.selector)
@@ -123,7 +123,7 @@ class Server:
         self.broker = Broker(settings, self.router, self.container, self.subscriptions, journal=self.writer)
         with self.sessions() as session:
             self.broker.restore_removals(list_removal_registrations(session), max_removal_registration_id(session))
-        for node in self.router.nodes.values():
+        for node in self.router.all_nodes():
             self.broker.watch_node(node)
         for sub in self.subscriptions.named():
             self.broker.watch_schedule(sub.queue)

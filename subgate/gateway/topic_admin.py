@@ -94,7 +94,7 @@ class TopicAdmin:
             return Response(400, f"'name' must be a valid topic path, not {name!r}")
         if is_temporary(name):
             return Response(400, f"{name!r}: names starting with {TEMPORARY_PREFIX!r} are the server's temporary nodes")
-        existing = self.router.nodes.get(name)
+        existing = self.router.node(name)
         if existing is not None:
             if isinstance(existing, Topic):
                 return Response(200, f"topic {name!r} exists")
