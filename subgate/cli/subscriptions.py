@@ -3,11 +3,9 @@
 Every command first asks the running server, through its management node (``cli.management``): the server that
 owns the store (its lease, ``cli.owner``), else ``--server`` when one is given. When no server owns the store and
 nothing listens at ``--server`` (or none was given) it works on the store directly (``--store``, as for
-``serve``). It refuses to change a store whose live owner does not answer. The store path reads consumer
-counts as the server last wrote them and counts backlogs with ``storage.subscriptions.backlog_count``, applying
-each subscription's selector. It refuses an out-of-date schema, and it refuses to remove a subscription whose
-stored consumer count is not zero: only a server that died without cleaning up leaves one behind, and the next
-start resets it.
+``serve``). It refuses to change a store whose live owner does not answer. The store path is
+``storage.subscription_admin`` (backlogs counted through each subscription's selector, the offline rules for
+removing one); this module only parses options, picks the path and prints.
 
 Both paths produce the same ``SubscriptionView`` rows, so the output does not depend on where they came from.
 """
@@ -29,7 +27,7 @@ from subgate.cli.owner import decide, store_owner
 from subgate.engine.records import SubscriptionRecord
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+    pass
 
 DEFAULT_SERVER = "127.0.0.1:5672"
 COLUMNS = ("KIND", "CLIENT-ID", "NAME", "TOPIC", "SELECTOR", "NO-LOCAL", "CONSUMERS", "BACKLOG", "CREATED")
@@ -113,7 +111,9 @@ def _iso(ms: int | None) -> str | None:
 
 
 def describe(name: str, client_id: str | None) -> str:
-    return f"global subscription {name!r}" if client_id is None else f"subscription {name!r} of client-id {client_id!r}"
+    from subgate.storage.subscription_admin import describe as describe_subscription
+
+    return describe_subscription(name, client_id)
 
 
 # -- where it comes from ----------------------------------------------------------------------------------------
@@ -188,81 +188,40 @@ def _explain(exc: ManagementError, action: str, name: str | None, client_id: str
 
 
 class StoreBackend:
-    """On the store directly, while no server runs."""
+    """On the store directly, while no server runs (``storage.subscription_admin``)."""
 
     def __init__(self, url: str) -> None:
-        from subgate.storage.db import make_engine, schema_status, session_factory
+        from subgate.engine.selection import compile_selector
+        from subgate.storage.subscription_admin import OfflineSubscriptions
 
-        self._engine = make_engine(url)
-        current, head = schema_status(self._engine)
-        if current != head:
-            self._engine.dispose()
-            raise click.ClickException(
-                f"the store is at schema revision {current or 'none (empty database)'} but this subgate needs "
-                f"{head}; run 'subgate db upgrade'"
-            )
-        self._sessions = session_factory(self._engine)
+        with _refusals():
+            self._store = OfflineSubscriptions(url, compile_selector, lambda text: click.echo(text, err=True))
 
     def close(self) -> None:
-        self._engine.dispose()
+        self._store.close()
 
     def list(self, *, client_id: str | None, global_only: bool, topic: str | None) -> list[SubscriptionView]:
-        from subgate.storage.subscriptions import list_subscriptions
-
-        with self._sessions() as session:
-            records = list_subscriptions(session, client_id=client_id, global_only=global_only, topic=topic)
-            return [self._view(session, record) for record in records]
+        counted = self._store.list(client_id=client_id, global_only=global_only, topic=topic)
+        return [SubscriptionView.from_record(c.record, c.backlog) for c in counted]
 
     def show(self, name: str, client_id: str | None) -> SubscriptionView:
-        from subgate.storage.subscriptions import find_subscription
-
-        with self._sessions() as session:
-            record = find_subscription(session, name, client_id=client_id)
-            if record is None:
-                raise click.ClickException(f"no {describe(name, client_id)}")
-            return self._view(session, record)
+        with _refusals():
+            counted = self._store.show(name, client_id)
+        return SubscriptionView.from_record(counted.record, counted.backlog)
 
     def unsubscribe(self, name: str, client_id: str | None) -> None:
-        from subgate.storage.subscriptions import delete_subscription, find_subscription
-
-        with self._sessions.begin() as session:
-            record = find_subscription(session, name, client_id=client_id)
-            if record is None:
-                raise click.ClickException(f"no {describe(name, client_id)}")
-            if not record.durable:
-                raise click.ClickException(
-                    f"{describe(name, client_id)} is not durable: it goes away when its last consumer detaches"
-                )
-            if record.consumers > 0:
-                raise click.ClickException(
-                    f"{describe(name, client_id)} has {record.consumers} active consumer(s) in the store, but no "
-                    "server is running: the server stopped without cleaning up. Start the server (it resets "
-                    "consumer counts at start-up), or unsubscribe through it once its consumers are gone."
-                )
-            delete_subscription(session, record)
-
-    @staticmethod
-    def _view(session: Session, record: SubscriptionRecord) -> SubscriptionView:
-        from subgate.storage.subscriptions import backlog_count
-
-        matches, ok = _selector_predicate(record)
-        return SubscriptionView.from_record(record, backlog_count(session, record, matches) if ok else None)
+        with _refusals():
+            self._store.unsubscribe(name, client_id)
 
 
-def _selector_predicate(record: SubscriptionRecord) -> tuple[Callable[[bytes], bool] | None, bool]:
-    """(predicate, usable): the subscription's compiled selector; not usable when it cannot be compiled."""
-    if record.selector is None or not record.selector.strip():
-        return None, True
+@contextmanager
+def _refusals() -> Iterator[None]:
+    from subgate.storage.subscription_admin import OfflineRefusal
+
     try:
-        from subgate.engine.selection import compile_selector
-
-        return compile_selector(record.selector), True
-    except Exception as exc:  # the selector engine is optional here: report and carry on without a count
-        click.echo(
-            f"cannot evaluate the selector of {describe(record.name, record.client_id)} ({exc}); backlog unknown",
-            err=True,
-        )
-        return None, False
+        yield
+    except OfflineRefusal as refusal:
+        raise click.ClickException(str(refusal)) from None
 
 
 @contextmanager
