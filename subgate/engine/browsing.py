@@ -47,7 +47,7 @@ class Browser:
             return []
         queue = self.queue
         known = self._known()  # every available message up to here is in memory or in _rows
-        memory = queue.browsable(self.browsed)
+        memory = queue.waiting.above(self.browsed)
         rows = self._rows
         taken: list[Message] = []
         now = 0
@@ -75,18 +75,18 @@ class Browser:
 
     def _known(self) -> int:
         queue = self.queue
-        horizon = queue.horizon()
-        if horizon == ALL or self._covered >= queue.paged_upto:
+        horizon = queue.pages.horizon()
+        if horizon == ALL or self._covered >= queue.pages.upto:
             return ALL  # nothing (more) is in the journal only: memory has the rest
         return max(horizon, self._covered)
 
     def _read_next(self, known: int, credit: int) -> None:
         queue = self.queue
-        upto = queue.paged_upto
+        upto = queue.pages.upto
         if self.reading or known >= upto:
             return
-        limit = max(1, min(credit, queue.page_limit // 2))
-        self.reading = queue.read_for(self, max(known, self.browsed), upto, limit)
+        limit = max(1, min(credit, queue.pages.limit // 2))
+        self.reading = queue.pages.read_for(self, max(known, self.browsed), upto, limit)
 
     def page_loaded(self, rows: list[Message], reached: int) -> None:
         """The answer to a read: the queue's journal rows (filtered as the queue filters them) above the read's

@@ -26,25 +26,22 @@ the low-water mark, when ``on_unblocked`` tells the gateway to give its publishe
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
 from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
+from subgate.engine.pages import PageWindow
+from subgate.engine.waiting import Waiting
 from subgate.mapping.outcomes import Settlement
-
-
-def _seq(message: Message) -> int:
-    return message.seq
 
 
 class Queue:
     """A point-to-point node, or one topic subscription's private queue.
 
-    Available messages are the merge, by sequence, of ``_ready`` (arrival order) and ``_returned`` (released
-    messages going back to their original place). Messages held until their delivery time wait in
-    ``_scheduled``.
+    Available messages wait in ``waiting`` (``engine.waiting``: arrivals merged by sequence with released messages
+    going back to their place); messages held until their delivery time wait in ``_scheduled``; ``pages``
+    (``engine.pages``) keeps the books of what is in the journal only.
     """
 
     kind = "queue"
@@ -54,9 +51,7 @@ class Queue:
         self.durable = durable
         self.cursor = cursor
         self.consumers: list[Consumer] = []
-        self._ready: deque[Message] = deque()
-        self._ready_unordered = False  # a lower sequence arrived after a higher one (see push)
-        self._returned: list[tuple[int, Message]] = []
+        self.waiting = Waiting()
         self._scheduled: list[tuple[int, int, Message]] = []
         self._failures: dict[int, int] = {}
         self._declined: dict[int, set[int]] = {}
@@ -65,17 +60,9 @@ class Queue:
         self.on_schedule: Callable[[int], None] | None = None  # asks the gateway for a timer at that ms
         self.expired_count = 0
         self.dead_count = 0
-        # Paging (see the module docstring). page_limit 0: everything stays in memory.
-        self.page_limit = 0
-        self.on_page: Callable[[Queue, int, int, int], None] | None = None  # (queue, after, upto, limit)
-        # A browser's page read: (browser, after, upto, limit); the answer goes to the browser, not to the queue.
-        self.on_browse: Callable[[Any, int, int, int], None] | None = None
+        # Paging (see the module docstring): limit 0 (the default) keeps everything in memory.
         self.on_paging: Callable[[bool], None] | None = None  # told when the queue starts (True) and stops paging
-        self._paged_after = -1  # -1: not paging
-        self._paged_upto = 0
-        self._paged_count = 0  # messages only in the journal (an estimate after a restart)
-        self._page_pending = False
-        self._last_journaled = 0  # highest journaled sequence taken into memory
+        self.pages = PageWindow(lambda started: self.on_paging(started) if self.on_paging is not None else None)
         # Memory limit (see the module docstring): messages held that are not in the journal, and their bytes.
         self.memory = NO_LIMIT
         self._memory_count = 0
@@ -84,6 +71,17 @@ class Queue:
         self.blocked = False  # publisher links get no credit (policy block, from the limit to the low-water mark)
         self.on_unblocked: Callable[[Queue], None] | None = None
         self.dropped_count = 0  # topic copies not taken because the queue was full
+
+    def use_journal_pages(
+        self,
+        limit: int,
+        on_page: Callable[[Queue, int, int, int], None],
+        on_browse: Callable[[Any, int, int, int], None] | None = None,
+    ) -> None:
+        """Page through the journal: keep about ``limit`` available messages in memory, read the rest with
+        ``on_page(queue, after, upto, limit)``, and a browser's with ``on_browse(browser, after, upto, limit)``."""
+        pages = self.pages
+        pages.limit, pages.on_page, pages.on_browse = limit, on_page, on_browse
 
     def limit_memory(self, limit: MemoryLimit) -> None:
         """Set the limit on messages held in memory only (engine.memory)."""
@@ -95,22 +93,17 @@ class Queue:
     @property
     def depth(self) -> int:
         """Messages held: available (in memory or paged out to the journal), scheduled and delivered-but-unsettled."""
-        held = len(self._ready) + len(self._returned) + len(self._scheduled) + len(self._outstanding)
-        return held + self._paged_count
+        held = len(self.waiting) + len(self._scheduled) + len(self._outstanding)
+        return held + self.pages.count
 
     @property
     def paging(self) -> bool:
         """Some of this queue's messages are in the journal only."""
-        return self._paged_after >= 0
+        return self.pages.after >= 0
 
     @property
     def available(self) -> int:
-        return len(self._ready) + len(self._returned)
-
-    @property
-    def paged_upto(self) -> int:
-        """The highest sequence that may be in the journal only (0 when not paging)."""
-        return self._paged_upto
+        return len(self.waiting)
 
     @property
     def memory_held(self) -> tuple[int, int]:
@@ -132,105 +125,50 @@ class Queue:
         self.push(message)
         return True
 
-    def horizon(self) -> int:
-        """Every available message up to this sequence is in memory (all of them when not paging)."""
-        return self._paged_after if self._paged_after >= 0 else ALL
-
     def low_water(self) -> int:
         """The highest sequence below every message this queue still holds (for the journal cursor)."""
         candidates = [m.seq for m in self._outstanding.values()]
-        if self._ready:
-            ready = self._ready
-            candidates.append(min(m.seq for m in ready) if self._ready_unordered else ready[0].seq)
-        if self._returned:
-            candidates.append(self._returned[0][0])
+        lowest = self.waiting.lowest_seq()
+        if lowest is not None:
+            candidates.append(lowest)
         candidates.extend(seq for _, seq, _ in self._scheduled)
-        if self._paged_after >= 0:
-            candidates.append(self._paged_after + 1)
+        if self.pages.after >= 0:
+            candidates.append(self.pages.after + 1)
         return min(candidates) - 1 if candidates else -1
 
     # -- input ---------------------------------------------------------------------------------------------
     def push(self, message: Message, failures: int = 0) -> None:
         """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging)."""
-        if message.journaled and self.page_limit and self._page_out(message):
+        if message.journaled and self.pages.limit and self.pages.leaves_out(message, len(self.waiting)):
             return
         self._take(message, failures)
         if self.consumers:
             self.dispatch()
 
-    def _page_out(self, message: Message) -> bool:
-        """True if the message stays in the journal only: the queue is paging and it is newer than every message
-        in memory, or the queue is full and it is newer than every journaled message in memory.
-
-        A straggler (a transaction's message gets its sequence when sent and arrives at the commit, after later
-        ones) inside the paged range stays in the journal too, so it keeps its place: its row was committed
-        before it got here, and a page read that could have missed it was answered before (the writer commits
-        and answers in order), so a later read returns it."""
-        seq = message.seq
-        if self._paged_after >= 0:
-            if seq <= self._paged_after:
-                return False  # older than everything paged out: its place is in memory
-            if seq > self._paged_upto:
-                self._paged_upto = seq
-            self._paged_count += 1
-            return True
-        if seq > self._last_journaled and len(self._ready) + len(self._returned) >= self.page_limit:
-            self._start_paging(seq - 1, seq, 1)
-            return True
-        return False
-
-    def _start_paging(self, after: int, upto: int, count: int) -> None:
-        was_paging = self._paged_after >= 0
-        self._paged_after = after
-        self._paged_upto = upto
-        self._paged_count = count
-        if not was_paging and self.on_paging is not None:
-            self.on_paging(True)
-
     def page_from(self, after: int, upto: int, count: int) -> None:
         """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
-        if upto > after:
-            self._start_paging(max(after, self._last_journaled), upto, count)
-            self._request_page()
+        if self.pages.recover(after, upto, count):
+            self.pages.request(self)
 
     def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
         """The answer to ``on_page``: the messages (with failure counts), in order, of this queue's journal rows
         above ``after`` up to ``reached`` (the read went that far; rows it filtered out are not here)."""
-        self._page_pending = False
-        if self._paged_after != after:
+        if not self.pages.answered(after):
             return  # purged meanwhile, or an answer already applied: stale
         for message, failures in rows:
             self._take(message, failures)
-        self._paged_count = max(0, self._paged_count - len(rows))
-        if reached >= self._paged_upto:
-            self._stop_paging()
-        else:
-            self._paged_after = reached
+        self.pages.advance(len(rows), reached)
         if self.consumers:
             self.dispatch()
 
-    def _stop_paging(self) -> None:
-        was_paging = self._paged_after >= 0
-        self._paged_after = -1
-        self._paged_upto = 0
-        self._paged_count = 0
-        if was_paging and self.on_paging is not None:
-            self.on_paging(False)
-
     def page_failed(self) -> None:
         """The page read failed; the next dispatch asks again."""
-        self._page_pending = False
-
-    def _request_page(self) -> None:
-        if self._page_pending or self.on_page is None or self._paged_after < 0:
-            return
-        self._page_pending = True
-        self.on_page(self, self._paged_after, self._paged_upto, max(self.page_limit // 2, 1))
+        self.pages.pending = False
 
     def _take(self, message: Message, failures: int) -> None:
         if message.journaled:
-            if message.seq > self._last_journaled:
-                self._last_journaled = message.seq
+            if message.seq > self.pages.last_journaled:
+                self.pages.last_journaled = message.seq
         else:
             self._memory_count += 1
             self._memory_bytes += len(message.raw)
@@ -243,12 +181,9 @@ class Queue:
             if self.on_schedule is not None:
                 self.on_schedule(message.deliver_at)
             return
-        ready = self._ready
-        if ready and message.seq < ready[-1].seq:
-            # A journaled message is routed when its commit completes, so it can arrive behind a later,
-            # non-journaled one: ``_ready`` is then no longer sorted and low_water() must look at all of it.
-            self._ready_unordered = True
-        ready.append(message)
+        # A journaled message is routed when its commit completes, so it can arrive behind a later, non-journaled
+        # one: ``Waiting.append`` notes it, and low_water() then looks at every waiting message.
+        self.waiting.append(message)
 
     def next_due(self) -> int | None:
         """When the earliest held (delayed) message becomes deliverable, if any."""
@@ -259,8 +194,8 @@ class Queue:
         now = now_ms() if now is None else now
         moved = False
         while self._scheduled and self._scheduled[0][0] <= now:
-            _, seq, message = heapq.heappop(self._scheduled)
-            heapq.heappush(self._returned, (seq, message))
+            _, _, message = heapq.heappop(self._scheduled)
+            self.waiting.give_back(message)
             moved = True
         if moved:
             self.dispatch()
@@ -277,21 +212,6 @@ class Queue:
         for declined in self._declined.values():
             declined.discard(id(consumer))
 
-    def _peek(self) -> Message | None:
-        ready, returned = self._ready, self._returned
-        if returned and (not ready or returned[0][0] < ready[0].seq):
-            return returned[0][1]
-        return ready[0] if ready else None
-
-    def _pop(self, message: Message) -> None:
-        returned = self._returned
-        if returned and returned[0][1] is message:
-            heapq.heappop(returned)
-        else:
-            self._ready.popleft()
-            if not self._ready:
-                self._ready_unordered = False
-
     def dispatch(self) -> None:
         """Give available messages to consumers with credit, round robin, in queue order."""
         consumers = self.consumers
@@ -302,22 +222,24 @@ class Queue:
         idle = 0
         declined = False  # a consumer with credit did not want the current message
         skipped: list[Message] | None = None
+        waiting = self.waiting
         while True:
-            message = self._peek()
+            message = waiting.peek()
             if message is None:
                 break
             if message.expires:
                 now = now or now_ms()
                 if message.expires <= now:
-                    self._pop(message)
-                    self._expire(message)
+                    waiting.pop(message)
+                    self.expired_count += 1
+                    self._discard(message)
                     continue
             if idle >= count:
                 if not declined:
                     break  # no consumer has credit
                 # Every consumer with credit declined it (undeliverable-here, filter): it keeps its place for
                 # others, and the messages behind it go on (a JMS consumer must not be stalled by one it refused).
-                self._pop(message)
+                waiting.pop(message)
                 if skipped is None:
                     skipped = []
                 skipped.append(message)
@@ -329,42 +251,22 @@ class Queue:
             if consumer.credit <= 0:
                 idle += 1
                 continue
-            if not self._wants(consumer, message):
+            refused = self._declined.get(message.seq)
+            if (refused is not None and id(consumer) in refused) or not consumer.accepts(message):
                 idle += 1
                 declined = True
                 continue
-            self._pop(message)
+            waiting.pop(message)
             self._outstanding[message.seq] = message
             consumer.deliver(message, self._failures.get(message.seq, 0))
             idle = 0
             declined = False
         if skipped is not None:
             for message in skipped:
-                heapq.heappush(self._returned, (message.seq, message))
-        if self._paged_after >= 0 and len(self._ready) + len(self._returned) <= self.page_limit // 2:
-            self._request_page()
-
-    def _wants(self, consumer: Consumer, message: Message) -> bool:
-        declined = self._declined.get(message.seq)
-        if declined is not None and id(consumer) in declined:
-            return False
-        return consumer.accepts(message)
-
-    def browsable(self, after: int) -> list[Message]:
-        """Browse: the available messages in memory above sequence ``after``, in queue order (nothing is
-        removed)."""
-        found = [m for m in self._ready if m.seq > after]
-        found.extend(m for seq, m in self._returned if seq > after)
-        found.sort(key=_seq)
-        return found
-
-    def read_for(self, browser: Any, after: int, upto: int, limit: int) -> bool:
-        """Ask for a browser's page of this queue's journal-only messages above ``after`` (``on_browse``); False
-        when the queue has no journal to read."""
-        if self.on_browse is None:
-            return False
-        self.on_browse(browser, after, upto, limit)
-        return True
+                waiting.give_back(message)
+        pages = self.pages
+        if pages.after >= 0 and len(waiting) <= pages.limit // 2:
+            pages.request(self)
 
     # -- settlement ----------------------------------------------------------------------------------------
     def settle(
@@ -385,7 +287,7 @@ class Queue:
                 self.cursor.failed(message.seq, failures)
         if settlement.exclude_consumer and consumer is not None:
             self._declined.setdefault(message.seq, set()).add(id(consumer))
-        heapq.heappush(self._returned, (message.seq, message))
+        self.waiting.give_back(message)
         self.dispatch()
 
     def discard_delivered(self, message: Message) -> None:
@@ -408,42 +310,18 @@ class Queue:
             if self.on_unblocked is not None:
                 self.on_unblocked(self)
 
-    def _expire(self, message: Message) -> None:
-        self.expired_count += 1
-        self._discard(message)
-
     def expire_due(self, now: int | None = None) -> int:
         """Drop expired messages that are waiting (not delivered); returns how many."""
-        now = now_ms() if now is None else now
-        keep: deque[Message] = deque()
-        dropped = 0
-        for message in self._ready:
-            if message.expires and message.expires <= now:
-                self._expire(message)
-                dropped += 1
-            else:
-                keep.append(message)
-        if dropped:
-            self._ready = keep
-        returned = [(s, m) for s, m in self._returned if not (m.expires and m.expires <= now)]
-        for _, m in self._returned:
-            if m.expires and m.expires <= now:
-                self._expire(m)
-                dropped += 1
-        if len(returned) != len(self._returned):
-            heapq.heapify(returned)
-            self._returned = returned
-        return dropped
+        expired = self.waiting.expire(now_ms() if now is None else now, self._discard)
+        self.expired_count += expired
+        return expired
 
     def purge(self) -> None:
         """Discard everything waiting (not what is out for delivery)."""
-        for message in list(self._ready) + [m for _, m in self._returned] + [m for _, _, m in self._scheduled]:
+        for message in self.waiting.drain() + [m for _, _, m in self._scheduled]:
             self._discard(message)
-        self._ready.clear()
-        self._ready_unordered = False
-        self._returned.clear()
         self._scheduled.clear()
-        self._stop_paging()
+        self.pages.stop()
 
 
 class Topic:

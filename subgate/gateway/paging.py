@@ -133,9 +133,7 @@ class Pager:
             read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
             self._writer.submit_page(read, _BrowseToken(browser, read, accepts))
 
-        queue.page_limit = self.page_messages
-        queue.on_page = on_page
-        queue.on_browse = on_browse
+        queue.use_journal_pages(self.page_messages, on_page, on_browse)
 
     def recover(
         self, session: Any, queue: Queue, cursor: Any, upto: int, accepts: RowFilter | None = None

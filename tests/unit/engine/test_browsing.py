@@ -69,9 +69,7 @@ class Journal:
 def paged_queue(limit: int = 4) -> tuple[Queue, Journal]:
     journal = Journal()
     queue = Queue("q", cursor=journal)
-    queue.page_limit = limit
-    queue.on_page = journal.on_page
-    queue.on_browse = journal.on_browse
+    queue.use_journal_pages(limit, journal.on_page, journal.on_browse)
     return queue, journal
 
 
@@ -177,7 +175,7 @@ def test_a_message_the_queue_pages_in_meanwhile_is_shown_once():
     consumer.credit = 3
     queue.dispatch()  # takes 1, 2, 3 and asks for a page: 5 and 6 come into memory too
     journal.answer_queue()
-    assert [m.seq for m in queue.browsable(4)] == [5, 6]
+    assert [m.seq for m in queue.waiting.above(4)] == [5, 6]
     assert walk(browser, journal) == list(range(5, 13))
 
 

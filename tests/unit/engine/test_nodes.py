@@ -479,7 +479,7 @@ def test_expire_due_drops_waiting_expired_messages(clock, ready, returned, now, 
     assert queue.expire_due(now) == dropped
     assert queue.expired_count == dropped
     assert sorted(seq for _, seq, _ in cursor.calls) == sorted(set(expires) - set(left))
-    assert [m.seq for m in queue.browsable(0)] == left
+    assert [m.seq for m in queue.waiting.above(0)] == left
     clock.now = now
     consumer = FakeConsumer(100)
     queue.add_consumer(consumer)
@@ -551,14 +551,14 @@ def test_released_scheduled_messages_take_their_place_by_sequence():
 def test_browsable_lists_available_messages_in_order(after, expected):
     # 1 is out for delivery, 2 back in the returned heap, 3 and 4 waiting, 5 scheduled: 2, 3, 4 are browsable
     queue = build(outstanding=[1], returned=[2], ready=[3, 4], scheduled=[5])
-    assert [m.seq for m in queue.browsable(after)] == expected
+    assert [m.seq for m in queue.waiting.above(after)] == expected
     assert queue.available == 3  # nothing removed
     assert queue.depth == 5
 
 
 def test_browsable_of_a_plain_queue():
     queue = queue_with(1, 2, 3)
-    assert [m.seq for m in queue.browsable(0)] == [1, 2, 3]
+    assert [m.seq for m in queue.waiting.above(0)] == [1, 2, 3]
     assert queue.available == 3
 
 

@@ -1,4 +1,4 @@
-"""Paging of durable queues: ``Queue`` keeps at most ``page_limit`` available messages in memory and reads the
+"""Paging of durable queues: ``Queue`` keeps at most ``pages.limit`` available messages in memory and reads the
 rest back through ``on_page`` (engine.nodes); ``Pager`` turns journal rows into messages, filtered like the
 topic filtered them (gateway.paging). Pure: the journal is a list of rows and the page reads are recorded.
 """
@@ -66,8 +66,7 @@ def journaled(seq: int) -> Message:
 def paged_queue(limit: int = 4) -> tuple[Queue, Journal]:
     queue = Queue("q")
     journal = Journal()
-    queue.page_limit = limit
-    queue.on_page = journal.on_page
+    queue.use_journal_pages(limit, journal.on_page)
     return queue, journal
 
 
@@ -341,7 +340,7 @@ def test_pager_failed_read():
 def test_pager_with_zero_page_messages_leaves_queues_in_memory():
     queue = Queue("q")
     Pager(FakeWriter(), page_messages=0).attach(queue, 1, "q")
-    assert queue.page_limit == 0 and queue.on_page is None
+    assert queue.pages.limit == 0 and queue.pages.on_page is None
 
 
 def test_row_filter():
