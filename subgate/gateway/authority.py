@@ -30,6 +30,11 @@ class Authority:
     def forget_temporary(self, name: str) -> None:
         self._temporary_owners.pop(name, None)
 
+    def owned_by(self, state: ConnectionState) -> Callable[[str], bool]:
+        """Whether ``state``'s connection made the temporary node at an address."""
+        owners = self._temporary_owners
+        return lambda address: owners.get(address) is state
+
     def use(self, policy: Policy) -> None:
         """A policy freshly read from the store decides every attach from now on."""
         self.policy = policy

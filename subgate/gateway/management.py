@@ -8,11 +8,14 @@ Owns the request/response contract. A request is a message sent to ``$management
 
 Type ``subscription``: QUERY (filters ``client-id``, ``global``, ``topic``), READ and DELETE (``name`` plus
 ``client-id`` or ``global``). DELETE follows the unsubscribe rules of ``mapping.subscriptions``: 404 when there
-is no such durable subscription, 409 while consumers are attached.
+is no such durable subscription, 409 while consumers are attached. A subscription on a temporary topic
+(``$temp.…``) belongs to the connection that made the topic: READ and DELETE from any other connection get 403,
+and QUERY leaves it out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,7 @@ from proton import Message as ProtonMessage
 
 from subgate.engine import codec
 from subgate.gateway.subscriptions import Subscription, Subscriptions
+from subgate.mapping.addresses import is_temporary
 from subgate.mapping.errors import NOT_FOUND, Refused
 from subgate.mapping.subscriptions import DURABLE, SubscriptionKey, decide_unsubscribe
 
@@ -89,18 +93,22 @@ def _key(props: dict[str, object]) -> SubscriptionKey | str:
     return SubscriptionKey(DURABLE, client_id, name)
 
 
-def handle(request: Request, subscriptions: Subscriptions) -> Response:
+def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str], bool]) -> Response:
+    """Answer a ``subscription`` request; ``owns(address)`` says whether the asking connection made the temporary
+    node at ``address``."""
     if request.type != "subscription":
         return Response(501, f"unknown management type {request.type!r}")
     props = request.properties
     if request.operation == "QUERY":
-        return Response(200, "OK", _query(subscriptions, props))
+        return Response(200, "OK", _query(subscriptions, props, owns))
     if request.operation not in ("READ", "DELETE"):
         return Response(501, f"unknown operation {request.operation!r} for type 'subscription'")
     key = _key(props)
     if isinstance(key, str):
         return Response(400, key)
     sub = subscriptions.get(key)
+    if sub is not None and is_temporary(sub.details.topic) and not owns(sub.details.topic):
+        return Response(403, f"{key.describe()} is on a temporary topic of another connection")
     if request.operation == "READ":
         if sub is None:
             return Response(404, f"no {key.describe()}")
@@ -114,7 +122,7 @@ def handle(request: Request, subscriptions: Subscriptions) -> Response:
     return Response(204, f"{key.describe()} removed")
 
 
-def _query(subscriptions: Subscriptions, props: dict[str, object]) -> list[dict[str, Any]]:
+def _query(subscriptions: Subscriptions, props: dict[str, object], owns: Callable[[str], bool]) -> list[dict[str, Any]]:
     client_id = props.get("client-id")
     global_only = props.get("global") is True
     topic = props.get("topic")
@@ -127,6 +135,8 @@ def _query(subscriptions: Subscriptions, props: dict[str, object]) -> list[dict[
         if isinstance(client_id, str) and key.client_id != client_id:
             continue
         if isinstance(topic, str) and sub.details.topic != topic:
+            continue
+        if is_temporary(sub.details.topic) and not owns(sub.details.topic):
             continue
         views.append(subscription_view(sub))
     views.sort(key=lambda v: (v["client_id"] is not None, v["client_id"] or "", v["name"], v["kind"], v["id"]))

@@ -235,10 +235,10 @@ class Publishing:
         raw = self._read(inbound, delivery)
         if raw is None:
             return
-        self._manage(delivery, raw)
+        self._manage(inbound, delivery, raw)
         inbound.top_up()
 
-    def _manage(self, delivery: Delivery, raw: bytes) -> None:
+    def _manage(self, inbound: Inbound, delivery: Delivery, raw: bytes) -> None:
         try:
             request = management.read_request(raw)
         except codec.CodecError as exc:
@@ -247,7 +247,7 @@ class Publishing:
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
         else:
-            response = management.handle(request, self.subscriptions)
+            response = management.handle(request, self.subscriptions, self.authority.owned_by(inbound.conn))
         log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
