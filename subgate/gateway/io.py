@@ -21,9 +21,9 @@ import select
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
 
 from proton import Event, Transport
+from proton._selectable import Selectable
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
@@ -63,8 +63,8 @@ class ServerIO:
         )
         self._listeners: dict[int, socket.socket] = {}
         self._accept_paused_until = 0.0
-        self._selectables: dict[int, Any] = {}
-        self._timed: set[Any] = set()
+        self._selectables: dict[int, Selectable] = {}
+        self._timed: set[Selectable] = set()
         self.transports = self._io.transports  # transport pointer -> its channel (gateway.loop's fast path)
         self._next_tick = 0.0
         self.stop_requested = False
