@@ -99,7 +99,7 @@ class Queue:
     @property
     def paging(self) -> bool:
         """Some of this queue's messages are in the journal only."""
-        return self.pages.after >= 0
+        return self.pages.paging
 
     @property
     def available(self) -> int:
@@ -163,7 +163,7 @@ class Queue:
 
     def page_failed(self) -> None:
         """The page read failed; the next dispatch asks again."""
-        self.pages.pending = False
+        self.pages.failed()
 
     def _take(self, message: Message, failures: int) -> None:
         if message.journaled:

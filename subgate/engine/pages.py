@@ -89,6 +89,10 @@ class PageWindow:
         self.pending = False
         return self.after == after
 
+    def failed(self) -> None:
+        """The page read in flight failed: the next request asks again."""
+        self.pending = False
+
     def advance(self, loaded: int, reached: int) -> None:
         """``loaded`` messages of a page came into memory; the read went as far as ``reached``."""
         self.count = max(0, self.count - loaded)

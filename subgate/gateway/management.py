@@ -107,7 +107,7 @@ def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str],
     if isinstance(key, str):
         return Response(400, key)
     sub = subscriptions.get(key)
-    if sub is not None and is_temporary(sub.details.topic) and not owns(sub.details.topic):
+    if sub is not None and _foreign(sub, owns):
         return Response(403, f"{key.describe()} is on a temporary topic of another connection")
     if request.operation == "READ":
         if sub is None:
@@ -120,6 +120,11 @@ def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str],
     assert sub is not None
     subscriptions.delete(sub)
     return Response(204, f"{key.describe()} removed")
+
+
+def _foreign(sub: Subscription, owns: Callable[[str], bool]) -> bool:
+    """A subscription on a temporary topic that the asking connection did not make."""
+    return is_temporary(sub.details.topic) and not owns(sub.details.topic)
 
 
 def _query(subscriptions: Subscriptions, props: dict[str, object], owns: Callable[[str], bool]) -> list[dict[str, Any]]:
@@ -136,7 +141,7 @@ def _query(subscriptions: Subscriptions, props: dict[str, object], owns: Callabl
             continue
         if isinstance(topic, str) and sub.details.topic != topic:
             continue
-        if is_temporary(sub.details.topic) and not owns(sub.details.topic):
+        if _foreign(sub, owns):
             continue
         views.append(subscription_view(sub))
     views.sort(key=lambda v: (v["client_id"] is not None, v["client_id"] or "", v["name"], v["kind"], v["id"]))
