@@ -8,12 +8,21 @@ from typing import Any
 
 import click
 
-from subgate.cli.options import ListenAddress, config_option, resolve_store, split_address, store_cli_errors, with_store
+from subgate.cli.options import (
+    ConfigError,
+    ListenAddress,
+    config_option,
+    resolve_store,
+    split_address,
+    store_cli_errors,
+    with_store,
+)
 from subgate.cli.permissions import grants, roles
 from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
+from subgate.mapping.journaling import JournalBranchError, parse_journal_branches
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,6 +85,10 @@ def serve(listen: str, store: str | None, migrate: bool, log_level: str, **setti
     settings = Settings(
         listen_host=host, listen_port=port, store_url=resolve_store(store), **settings_values(settings_params)
     )
+    try:
+        parse_journal_branches(settings.journal_branches)
+    except JournalBranchError as exc:
+        raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):
             code = run_server(settings, migrate=migrate)

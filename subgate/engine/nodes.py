@@ -336,7 +336,8 @@ class Topic:
         self.durable = durable
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
-        self.durable_subscriptions = 0  # messages are journaled only while this is above zero
+        self.durable_subscriptions = 0  # while above zero, messages are journaled whatever the journal mode
+        self.journal_mode = "persistent"  # what the journal keeps for replay (mapping.journaling; set by the router)
         self.paging_subscriptions = 0  # durable subscription queues paging now (queue_paging keeps count)
         self.current: Message | None = None  # the last message published (a topic's current value)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, ReplayRead, SubscriptionRecord
 
 
 class JournalPort(Protocol):
@@ -41,5 +41,7 @@ class JournalPort(Protocol):
     def submit_transaction(self, messages: list[NewMessage], acks: list[tuple[int, int]], token: Any) -> None: ...
 
     def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None: ...
+
+    def submit_replay(self, read: ReplayRead, token: Callable[[Any], None]) -> None: ...
 
     def submit_barrier(self, token: Any) -> None: ...

@@ -6,7 +6,7 @@ recovery). They are slotted dataclasses: cheap to build, no ORM state, safe to h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -25,6 +25,8 @@ class NewMessage:
     durable: bool
     priority: int
     payload: bytes
+    # The publisher set x-opt-publisher-id/seq: the writer raises its high-water mark in the same transaction.
+    tracked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,29 @@ class PageRead:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayRead:
+    """What the journal must say before a replay starts (mapping.bookmarks): the journal sequence of each
+    bookmark in ``bookmarks`` (publisher id, seq), the last sequence journaled at or before ``at_ms`` (a
+    timestamp start, when set), and how many rows of ``address`` lie above the start (an estimate for depth)."""
+
+    address: str
+    bookmarks: tuple[tuple[str, int], ...] = ()
+    at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayAnswer:
+    """The journal's answer to a ``ReplayRead``: ``found`` maps each bookmark the journal holds to its sequence;
+    ``after`` is the timestamp's start (0 without one); ``oldest`` the lowest sequence retained (0: empty);
+    ``rows`` the rows of the address above the earliest start."""
+
+    found: dict[tuple[str, int], int]
+    after: int
+    oldest: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class Catalog:
     """Everything the server needs at start-up besides the backlogs themselves."""
 
@@ -82,6 +107,7 @@ class Catalog:
     max_node_id: int
     max_cursor_id: int
     max_subscription_id: int = 0
+    publishers: dict[str, int] = field(default_factory=dict)  # publisher id -> high-water mark (duplicates)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState, Lookup, Outbound
 from subgate.gateway.peer_fields import peer_text
 from subgate.gateway.publish import Publishing
+from subgate.gateway.replay import Placed, Replays
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions, subscription_filter
@@ -56,6 +57,7 @@ from subgate.mapping.addresses import (
     split_fqqn,
     temporary_address,
 )
+from subgate.mapping.bookmarks import ReplayRequest, Start
 from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
 from subgate.mapping.filters import FilterRequest, read_filters
 from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
@@ -105,8 +107,10 @@ class Attacher:
         pipeline: Publishing,
         housekeeping: Housekeeping,
         closer: Closer,
+        replays: Replays,
     ) -> None:
         self.settings = settings
+        self.replays = replays
         self.router = router
         self.authority = authority
         self.subscriptions = subscriptions
@@ -238,9 +242,15 @@ class Attacher:
         """A consumer of a topic (its subscription), of a queue, or a browser of a queue."""
         matcher = _compile(filters.selector)
         outbound: Outbound
+        replay_echo = None
         if isinstance(node, Topic):
-            outbound = self._subscribe(link, state, source, node, filters, matcher)
+            subscribed = self._subscribe(link, state, source, node, filters, matcher)
+            if subscribed is None:
+                return  # held while the journal places its replay (gateway.replay)
+            outbound, replayed = subscribed
             no_local = filters.no_local
+            if replayed and filters.replay is not None and filters.replay_key is not None:
+                replay_echo = (filters.replay_key, filters.replay.value)
         else:
             if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
                 outbound = BrowserConsumer(link, state, node, _on_bytes(matcher), self.closer, self.transacting)
@@ -252,7 +262,7 @@ class Attacher:
         if source.dynamic:
             outbound.owns = node.name
         state.adopt(outbound)
-        accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local)
+        accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local, replay_echo)
 
     def _open_subscription_browser(
         self, link: Link, state: ConnectionState, source: TerminusRequest, fqqn: tuple[str, str], filters: FilterRequest
@@ -280,25 +290,58 @@ class Attacher:
         topic: Topic,
         filters: FilterRequest,
         matcher: Callable[[bytes], bool] | None,
-    ) -> Outbound:
-        """A topic consumer: create, resume or replace its subscription (mapping.subscriptions decides)."""
+    ) -> tuple[Outbound, bool] | None:
+        """A topic consumer: create, resume or replace its subscription (mapping.subscriptions decides). A new
+        subscription with a bookmark filter starts where the journal places it (None: the attach is held until
+        it has answered). Returns the consumer and whether a replay was applied."""
         subs = self.subscriptions
         details = Details(topic.name, filters.selector, filters.no_local)
         request = SubscribeRequest(link.name, state.container_id, source.durable >= 1, source.capabilities, details)
+        earlier = self.replays.take(link)  # the answer of an earlier pass, if this attach was held
         current = subs.get(key_for(request))
         decision = decide_subscribe(request, current.existing() if current is not None else None)
+        placed = None
         if decision.action is Action.ATTACH and current is not None:
-            sub = current
+            sub = current  # a durable subscription resumes from its stored position: the bookmark is not applied
         else:
+            if filters.replay is not None:
+                placed = self._placed(link, state, filters.replay, topic.name, earlier)
+                if placed is None:
+                    return None
             if decision.action is Action.REPLACE and current is not None:
                 log.info("replacing %r: topic, selector or no-local changed", current.key)
                 subs.delete(current)
-            sub = subs.create(decision.kind, decision.key, details, topic, state.container_id, matcher, link.name)
+            sub = subs.create(
+                decision.kind, decision.key, details, topic, state.container_id, matcher, link.name, placed
+            )
             self.housekeeping.watch_schedule(sub.queue)
         outbound = SubscriptionConsumer(link, state, sub, subs, self.transacting)
         subs.add_consumer(sub, outbound)
         sub.queue.add_consumer(outbound)
-        return outbound
+        return outbound, placed is not None
+
+    def _placed(
+        self,
+        link: Link,
+        state: ConnectionState,
+        request: ReplayRequest,
+        address: str,
+        earlier: Placed | Refused | None,
+    ) -> Placed | None:
+        """Where a new subscription's replay starts: NOW at once; otherwise the journal's answer from an
+        earlier pass of this attach, or None after asking for it (the attach is held meanwhile).
+
+        Raises:
+            Refused: the journal's refusal (an unknown or expired bookmark).
+        """
+        if isinstance(earlier, Refused):
+            raise earlier
+        if earlier is not None:
+            return earlier
+        if request.start is Start.NOW:
+            return self.replays.now()
+        self.replays.hold(link, state, request, address, resume=lambda: self._resume_held(link, state))
+        return None
 
     def _open_selector_consumer(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector, filters: FilterRequest

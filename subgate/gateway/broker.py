@@ -35,6 +35,7 @@ from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
+from subgate.gateway.replay import Replays
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
@@ -100,6 +101,7 @@ class Broker:
             self.pipeline,
             self.housekeeping,
             self.lifecycle,
+            Replays(journal, lambda: router.last_seq),
         )
         self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread
 

@@ -24,6 +24,7 @@ from subgate.engine.records import PageRead, StoredMessage
 log = logging.getLogger("subgate.paging")
 
 RowFilter = Callable[[StoredMessage], bool]
+REPLAY_PAGE = 2000  # messages a replaying queue keeps in memory when paging is otherwise off (--page-messages 0)
 
 
 def restored(stored: StoredMessage) -> Message:
@@ -41,14 +42,19 @@ def restored(stored: StoredMessage) -> Message:
     )
 
 
-def row_filter(no_local_id: str | None, matcher: Callable[[bytes], bool] | None) -> RowFilter | None:
+def row_filter(
+    no_local_id: str | None, matcher: Callable[[bytes], bool] | None, skip: frozenset[int] = frozenset()
+) -> RowFilter | None:
     """What a subscription takes from its topic's journal rows: not its own ClientID's messages when no-local
-    (the publisher id is ``<container-id>/<link name>``), and what its JMS selector matches."""
-    if no_local_id is None and matcher is None:
+    (the publisher id is ``<container-id>/<link name>``), what its JMS selector matches, and none of the rows a
+    replay skips (the later bookmarks of a list: ``mapping.bookmarks``)."""
+    if no_local_id is None and matcher is None and not skip:
         return None
     own = f"{no_local_id}/" if no_local_id is not None else None
 
     def accepts(stored: StoredMessage) -> bool:
+        if stored.id in skip:
+            return False
         if own is not None and (stored.publisher_id or "").startswith(own):
             return False
         return matcher is None or matcher(stored.payload)
@@ -120,9 +126,14 @@ class Pager:
         self.non_durable_after = non_durable_after
         self.pages = 0
 
-    def attach(self, queue: Queue, cursor_id: int, address: str, accepts: RowFilter | None = None) -> None:
-        """From now on ``queue`` keeps at most about ``page_messages`` messages in memory."""
-        if self.page_messages <= 0:
+    def attach(
+        self, queue: Queue, cursor_id: int, address: str, accepts: RowFilter | None = None, *, replaying: bool = False
+    ) -> None:
+        """From now on ``queue`` keeps at most about ``page_messages`` messages in memory. A queue that replays
+        (``cursor_id`` 0 when it has no cursor: no acks to leave out) pages even when paging is off, by
+        ``REPLAY_PAGE``: a replay of any length is read in pages."""
+        limit = self.page_messages if self.page_messages > 0 else (REPLAY_PAGE if replaying else 0)
+        if limit <= 0:
             return
 
         def on_page(q: Queue, after: int, upto: int, limit: int) -> None:
@@ -133,7 +144,7 @@ class Pager:
             read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
             self._writer.submit_page(read, _BrowseToken(browser, read, accepts))
 
-        queue.use_journal_pages(self.page_messages, on_page, on_browse)
+        queue.use_journal_pages(limit, on_page, on_browse)
 
     def recover(
         self, session: Any, queue: Queue, cursor: Any, upto: int, accepts: RowFilter | None = None

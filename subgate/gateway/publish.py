@@ -27,6 +27,7 @@ from typing import NamedTuple
 from proton import Condition, Delivery, Link
 
 from subgate.engine import codec
+from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.gateway import management
@@ -89,6 +90,7 @@ class Publishing:
         self.subscriptions = subscriptions
         self.topic_admin = topic_admin
         self.transacting = Transacting(router, self.route)
+        self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
 
     # -- links -----------------------------------------------------------------------------------------------
@@ -135,6 +137,8 @@ class Publishing:
             txn = self.transacting.transaction_of(delivery)
             env = codec.scan(raw)
             node = inbound.node or self._relay_node(env, inbound.conn)
+            # A transaction's sends are numbered by the server: a rollback must not leave a mark behind.
+            identity = publisher_identity(env.annotations) if env.annotations and txn is None else None
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
             inbound.top_up()
@@ -143,7 +147,11 @@ class Publishing:
             reject(delivery, refusal.condition, refusal.description)
             inbound.top_up()
             return
-        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending)
+        if identity is not None and not self.marks.admit(*identity):
+            accept(delivery)  # a duplicate: confirmed, neither journaled nor delivered again
+            inbound.top_up()
+            return
+        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending, identity)
         if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
             reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
         elif txn is not None:
@@ -214,6 +222,9 @@ class Publishing:
         management reply) is delivered anyway, from memory only. Returns the publisher to top up."""
         delivery, message, node, publisher = publication
         self.router.committed(message.seq)
+        identity = publisher_identity(codec.scan(message.raw).annotations)
+        if identity is not None:
+            self.marks.not_written(*identity)  # a re-send must be taken
         if publisher is not None:
             publisher.pending -= 1
         if delivery is None:

@@ -20,6 +20,8 @@ from subgate.engine.topic_space import TopicSpace
 from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
 from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
+from subgate.mapping.bookmarks import format_bookmark
+from subgate.mapping.journaling import ALL, OFF, journal_mode, parse_journal_branches
 from subgate.mapping.names import check_new_name
 from subgate.topics import path_problem
 
@@ -71,6 +73,8 @@ class Router:
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
+        self.journal_branches = parse_journal_branches(settings.journal_branches)
+        self.publisher_marks = catalog.publishers  # high-water marks at start-up (engine.duplicates)
         self.memory_limit = MemoryLimit(
             settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
         )
@@ -173,6 +177,7 @@ class Router:
                 self._next_node_id += 1
                 self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
             node = Topic(name, durable=durable)
+            node.journal_mode = journal_mode(self.journal_branches, name)
             self.topics.added(node)
         self.nodes[name] = node
         log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
@@ -189,9 +194,11 @@ class Router:
             self.writer.submit_drop_node(node.name)
         log.info("removed %s%s %r", "" if node.durable else "temporary ", node.kind, node.name)
 
-    def new_cursor(self, owner_kind: str, owner: str, address: str) -> JournalCursor:
+    def new_cursor(self, owner_kind: str, owner: str, address: str, low_water: int | None = None) -> JournalCursor:
+        """A new journal cursor; nothing before now belongs to it, unless ``low_water`` (a replay) says from where."""
         self._next_cursor_id += 1
-        low_water = self._next_seq  # nothing before now belongs to a new cursor
+        if low_water is None:
+            low_water = self._next_seq
         self.writer.submit_cursor(self._next_cursor_id, owner_kind, owner, address, low_water)
         return JournalCursor(self._next_cursor_id, self.writer)
 
@@ -206,20 +213,31 @@ class Router:
 
     def restore_topic(self, name: str) -> Topic:
         topic = Topic(name, durable=True)
+        topic.journal_mode = journal_mode(self.journal_branches, name)
         self.nodes[name] = topic
         self.topics.added(topic)
         return topic
 
     # -- messages ------------------------------------------------------------------------------------------
     def prepare(
-        self, raw: bytes, env: codec.Envelope, node: Node, origin: object, publisher_id: str, behind: int = 0
+        self,
+        raw: bytes,
+        env: codec.Envelope,
+        node: Node,
+        origin: object,
+        publisher_id: str,
+        behind: int = 0,
+        identity: tuple[str, int] | None = None,
     ) -> Ingest:
-        """Build the routed message and, for a durable destination, its journal record.
+        """Build the routed message and, for a journaled destination, its journal record.
 
-        A non-persistent message gets a record too (a row with durable = false) when it must not overtake
-        journaled ones: while ``node`` pages (older messages are in the journal only), or while ``behind`` — its
-        publisher's messages still on their way into the journal — is above zero. Journaled, it is routed in
-        journal order (docs/architecture.md, "Paging")."""
+        A topic journals every persistent message unless its branch's journal mode says otherwise
+        (``mapping.journaling``); a queue, when it is durable. A non-persistent message gets a record too (a
+        row with durable = false) when it must not overtake journaled ones: while ``node`` pages (older messages
+        are in the journal only), or while ``behind`` — its publisher's messages still on their way into the
+        journal — is above zero. Journaled, it is routed in journal order (docs/architecture.md, "Paging").
+        ``identity`` is the (publisher id, seq) the publisher numbered the message with (``engine.duplicates``);
+        without it the bookmark is ``publisher_id`` and the journal sequence."""
         self._next_seq += 1
         seq = self._next_seq
         now = now_ms()
@@ -227,13 +245,14 @@ class Router:
         if env.ttl:
             expires = min(expires, now + env.ttl) if expires else now + env.ttl
         deliver_at = _delivery_time(env.annotations, now)
-        if env.durable or self.settings.journal_non_persistent:
+        if env.durable or self.settings.journal_non_persistent or (type(node) is Topic and node.journal_mode == ALL):
             journaled = self._journals(node)
         else:
             journaled = (behind > 0 or self.pages(node)) and self._journals(node)
         record = None
         if journaled:
-            raw, record = self._record(seq, raw, env, node, publisher_id, now, expires, deliver_at)
+            raw, record = self._record(seq, raw, env, node, identity or (publisher_id, seq), now, expires, deliver_at)
+            record.tracked = identity is not None
         message = Message(
             seq,
             raw,
@@ -253,7 +272,14 @@ class Router:
         message = ingest.message
         env = codec.scan(message.raw)
         raw, record = self._record(
-            message.seq, message.raw, env, node, publisher_id, now_ms(), message.expires, message.deliver_at
+            message.seq,
+            message.raw,
+            env,
+            node,
+            (publisher_id, message.seq),
+            now_ms(),
+            message.expires,
+            message.deliver_at,
         )
         return Ingest(message.as_journaled(True, raw), record)
 
@@ -263,20 +289,21 @@ class Router:
         raw: bytes,
         env: codec.Envelope,
         node: Node,
-        publisher_id: str,
+        identity: tuple[str, int],
         now: int,
         expires: int,
         deliver_at: int,
     ) -> tuple[bytes, NewMessage]:
         """The journal record of a message (and its bytes, now with the bookmark annotation)."""
-        bookmark = f"{publisher_id}|{seq}|"
+        publisher_id, publisher_seq = identity
+        bookmark = format_bookmark(publisher_id, publisher_seq)
         raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
         record = NewMessage(
             id=seq,
             address=node.name,
             node_kind=node.kind,
             publisher_id=publisher_id,
-            publisher_seq=seq,
+            publisher_seq=publisher_seq,
             bookmark=bookmark,
             ts_ms=now,
             expires_ms=expires or None,
@@ -300,7 +327,8 @@ class Router:
 
     def _journals(self, node: Node) -> bool:
         if isinstance(node, Topic):
-            return node.durable_subscriptions > 0  # only durable subscriptions need the journal
+            # Kept for replay (mapping.journaling), and always while a durable subscription needs the journal.
+            return node.durable_subscriptions > 0 or (node.durable and node.journal_mode != OFF)
         return node.durable
 
 

@@ -45,6 +45,12 @@ class Settings:
     max_frame_size: int = setting(1024 * 1024, "Largest AMQP frame accepted, in bytes.", minimum=512)
     idle_timeout: float = setting(60.0, "Seconds; half of it is advertised to peers.", minimum=0)
     journal_non_persistent: bool = setting(False, "Also journal messages sent without header.durable.")
+    journal_branches: tuple[str, ...] = setting(
+        (),
+        "Comma-separated BRANCH=MODE: what the journal keeps for replay of the topics under BRANCH: persistent "
+        "(the default: every persistent message), all (non-persistent ones too) or off (only what durable "
+        "subscriptions need).",
+    )
     reconnect_timeout: float = setting(
         60.0,
         "Seconds a connection lost without a close frame keeps its remove-with-session registrations.",

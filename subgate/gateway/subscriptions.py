@@ -16,6 +16,7 @@ from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import SubscriptionRecord
 from subgate.gateway.paging import Pager, row_filter
+from subgate.gateway.replay import Placed
 from subgate.gateway.router import JournalCursor, Router
 from subgate.mapping.subscriptions import (
     Details,
@@ -119,8 +120,15 @@ class Subscriptions:
         container_id: str,
         matcher: Matcher | None,
         label: str,
+        replay: Placed | None = None,
     ) -> Subscription:
-        """A new subscription on ``topic``; named ones are recorded in the store (durable ones with a cursor)."""
+        """A new subscription on ``topic``; named ones are recorded in the store (durable ones with a cursor).
+
+        With ``replay`` it starts there (``gateway.replay``): the journal's messages of the topic between that
+        start and now are read in pages, like a durable queue's backlog, and every later one arrives live; the
+        page window takes both in journal order, so the seam has no gap and no duplicate. A durable one's
+        position starts there too (its low-water mark, and the later bookmarks a list names as accepted above
+        it), so that a restart resumes the replay."""
         router = self.router
         sub_id = 0
         if key is not None:
@@ -129,18 +137,28 @@ class Subscriptions:
         name = f"{topic.name}#{sub_id}" if key is not None else f"{topic.name}#{container_id}/{label}"
         queue = Queue(name, durable=kind.durable)
         queue.limit_memory(router.memory_limit)
+        start = router.last_seq
+        replays = replay is not None and replay.point.after < start
         cursor = None
         if kind.durable:
-            cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name)
+            low_water = replay.point.after if replay is not None and replays else start
+            cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name, low_water)
+            if replay is not None and replays:
+                for seq in sorted(replay.point.skip):
+                    cursor.discarded(seq)
             router.track_cursor(cursor, queue)
             queue.cursor = cursor
             topic.durable_subscriptions += 1
         sub = Subscription(sub_id, key, kind, details, queue, topic, cursor, now_ms(), container_id)
         no_local_id = container_id if details.no_local else None
-        if cursor is not None:
-            self._pager.attach(queue, cursor.cursor_id, topic.name, row_filter(no_local_id, matcher))
+        if cursor is not None or replays:
+            skip = replay.point.skip if replay is not None and cursor is None else frozenset()
+            accepts = row_filter(no_local_id, matcher, skip)
+            self._pager.attach(queue, cursor.cursor_id if cursor else 0, topic.name, accepts, replaying=replays)
             queue.on_paging = topic.queue_paging
-        topic.subscribe(queue, subscription_filter(router.last_seq, no_local_id, matcher))
+        topic.subscribe(queue, subscription_filter(start, no_local_id, matcher))
+        if replay is not None and replays:
+            queue.page_from(replay.point.after, start, replay.rows)
         if key is not None:
             self.by_key[key] = sub
             self._journal.submit_subscription(sub.record())

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from proton import Condition, Data, Link, Terminus, symbol
 
+from subgate.mapping.bookmarks import BOOKMARK_SYMBOL
 from subgate.mapping.filters import NO_LOCAL_CODE, SELECTOR_CODE
 from subgate.mapping.names import MAX_CAPABILITIES, MAX_NAME_LENGTH, bounded
 
@@ -61,11 +62,14 @@ def _filters(data: Data) -> dict[str, tuple[object, object]]:
     return out
 
 
-def put_filters(terminus: Terminus, selector: str | None, no_local: bool) -> None:
-    """Write the JMS filters we honour into a reply's source (mapping doc §2.4: echo only what is applied)."""
+def put_filters(
+    terminus: Terminus, selector: str | None, no_local: bool, replay: tuple[str, str] | None = None
+) -> None:
+    """Write the filters we honour into a reply's source (mapping doc §2.4: echo only what is applied): the JMS
+    ones, and ``replay`` — the bookmark filter's (key, value) — when a replay was applied (design.md §3)."""
     data = terminus.filter
     data.clear()
-    if selector is None and not no_local:
+    if selector is None and not no_local and replay is None:
         return
     data.put_map()
     data.enter()
@@ -82,6 +86,13 @@ def put_filters(terminus: Terminus, selector: str | None, no_local: bool) -> Non
         data.enter()
         data.put_ulong(NO_LOCAL_CODE)
         data.put_string("NoLocalFilter{}")
+        data.exit()
+    if replay is not None:
+        data.put_symbol(symbol(replay[0]))
+        data.put_described()
+        data.enter()
+        data.put_symbol(symbol(BOOKMARK_SYMBOL))
+        data.put_string(replay[1])
         data.exit()
     data.exit()
 
@@ -196,13 +207,15 @@ def accept_attach(link: Link, address: str | None = None) -> None:
     link.open()
 
 
-def accept_consumer(link: Link, address: str | None, selector: str | None, no_local: bool) -> None:
+def accept_consumer(
+    link: Link, address: str | None, selector: str | None, no_local: bool, replay: tuple[str, str] | None = None
+) -> None:
     """Answer a consumer attach: echo the source with the filters we apply (and the assigned address)."""
     echo_terminus(link.source, link.remote_source)
     echo_terminus(link.target, link.remote_target)
     if address is not None:
         link.source.address = address
-    put_filters(link.source, selector, no_local)
+    put_filters(link.source, selector, no_local, replay)
     mirror_settle_modes(link)
     link.open()
 

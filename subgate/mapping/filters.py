@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from subgate.mapping.bookmarks import BOOKMARK_SYMBOL, ReplayRequest, parse_replay
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
 SELECTOR_CODE = 0x0000468C00000004
@@ -18,11 +19,14 @@ NO_LOCAL_SYMBOL = "apache.org:no-local-filter:list"
 
 @dataclass(frozen=True, slots=True)
 class FilterRequest:
-    """The filters asked for: a selector (None when absent or blank), no-local, and the map keys honoured."""
+    """The filters asked for: a selector (None when absent or blank), no-local, a replay start (the
+    ``subgate-bookmark`` filter, with the key it came under), and the map keys honoured."""
 
     selector: str | None = None
     no_local: bool = False
     honoured: frozenset[str] = field(default_factory=frozenset)
+    replay: ReplayRequest | None = None
+    replay_key: str | None = None
 
 
 def _is(descriptor: object, code: int, name: str) -> bool:
@@ -36,14 +40,18 @@ def _is(descriptor: object, code: int, name: str) -> bool:
 def read_filters(filters: dict[str, tuple[object, object]]) -> FilterRequest:
     """Pick the selector and no-local filters out of a filter map of key -> (descriptor, value).
 
-    Unknown filters are ignored (and not echoed). A selector value that is not a string is refused.
+    Unknown filters are ignored (and not echoed). A selector value that is not a string is refused, and so is a
+    bookmark value that ``mapping.bookmarks.parse_replay`` cannot read.
 
     Raises:
-        Refused: ``amqp:invalid-field`` for a selector filter whose value is not a string.
+        Refused: ``amqp:invalid-field`` for a selector filter whose value is not a string, or a malformed
+            bookmark.
     """
     selector: str | None = None
     no_local = False
     honoured: set[str] = set()
+    replay: ReplayRequest | None = None
+    replay_key: str | None = None
     for key, (descriptor, value) in filters.items():
         if _is(descriptor, SELECTOR_CODE, SELECTOR_SYMBOL):
             if not isinstance(value, str):
@@ -54,4 +62,6 @@ def read_filters(filters: dict[str, tuple[object, object]]) -> FilterRequest:
         elif _is(descriptor, NO_LOCAL_CODE, NO_LOCAL_SYMBOL):
             no_local = True
             honoured.add(key)
-    return FilterRequest(selector, no_local, frozenset(honoured))
+        elif isinstance(descriptor, str) and descriptor == BOOKMARK_SYMBOL:
+            replay, replay_key = parse_replay(value), key
+    return FilterRequest(selector, no_local, frozenset(honoured), replay, replay_key)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
 
-from subgate.engine.records import NewMessage, StoredMessage
+from subgate.engine.records import NewMessage, ReplayAnswer, StoredMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
 from subgate.storage.models import (
@@ -43,10 +43,12 @@ from subgate.storage.operations import (
     MoveLowWater,
     Operation,
     ReadPage,
+    ReadReplay,
     RecordFailures,
     RegisterRemoval,
     SetSubscriptionConsumers,
 )
+from subgate.storage.replay import raise_high_water, resolve_replay
 
 _ACKS = table_of(Ack)
 _FAILURES = table_of(DeliveryFailure)
@@ -57,12 +59,12 @@ _REMOVALS = table_of(RemovalRegistration)
 
 
 class PageAnswer:
-    """A page read's token (a ticket until claimed) with its rows: called like a barrier token, it calls
-    ``token(rows)`` (or ``token(error)`` when the batch failed)."""
+    """A read's token (a ticket until claimed) with its answer (a page's rows, or a ``ReplayAnswer``): called
+    like a barrier token, it calls ``token(rows)`` (or ``token(error)`` when the batch failed)."""
 
     __slots__ = ("token", "rows")
 
-    def __init__(self, token: Any, rows: list[StoredMessage]) -> None:
+    def __init__(self, token: Any, rows: list[StoredMessage] | ReplayAnswer) -> None:
         self.token = token
         self.rows = rows
 
@@ -90,6 +92,7 @@ class OpenBatch:
         """Write the message and ack rows gathered so far."""
         if self.messages:
             insert_messages(self.conn, self.messages)
+            raise_high_water(self.conn, self.messages)
             self.messages.clear()
         if self.acks:
             insert_acks(self.conn, self.acks)
@@ -130,6 +133,11 @@ def _barrier(batch: OpenBatch, op: Barrier) -> None:
 def _read_page(batch: OpenBatch, op: ReadPage) -> None:
     batch.flush()
     batch.tickets.append(PageAnswer(op.ticket, read_page(batch.conn, op.read)))
+
+
+def _read_replay(batch: OpenBatch, op: ReadReplay) -> None:
+    batch.flush()
+    batch.tickets.append(PageAnswer(op.ticket, resolve_replay(batch.conn, op.read)))
 
 
 def _create_node(batch: OpenBatch, op: CreateNode) -> None:
@@ -257,6 +265,7 @@ APPLY: Mapping[type[Operation], Callable[[OpenBatch, Any], None]] = {
     CommitTransaction: _commit_transaction,
     Barrier: _barrier,
     ReadPage: _read_page,
+    ReadReplay: _read_replay,
     CreateNode: _create_node,
     DropNode: _drop_node,
     RegisterRemoval: _register_removal,

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from subgate.engine.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
+from subgate.storage.replay import high_water_marks
 
 
 def load_catalog(session: Session) -> Catalog:
@@ -33,6 +34,7 @@ def load_catalog(session: Session) -> Catalog:
         max_node_id=max((n.id for n in nodes), default=0),
         max_cursor_id=max((c.id for c in cursors), default=0),
         max_subscription_id=session.scalar(select(func.max(Subscription.id))) or 0,
+        publishers=high_water_marks(session),
     )
 
 

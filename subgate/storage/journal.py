@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, ReplayRead, SubscriptionRecord
 from subgate.storage.applying import PageAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
@@ -51,6 +51,7 @@ from subgate.storage.operations import (
     MoveLowWater,
     Operation,
     ReadPage,
+    ReadReplay,
     RecordFailures,
     RegisterRemoval,
     SetSubscriptionConsumers,
@@ -183,6 +184,11 @@ class JournalWriter:
         has already been reported committed); ``token`` is called on the reactor thread with the list of
         ``StoredMessage`` rows, or with the exception if the read failed."""
         self._queue.put(ReadPage(read, self._ticket(token)))
+
+    def submit_replay(self, read: ReplayRead, token: Callable[[Any], None]) -> None:
+        """Place a replay (``storage.replay.resolve_replay``) once everything submitted before it is committed;
+        ``token`` is called on the reactor thread with the ``ReplayAnswer``, or with the exception."""
+        self._queue.put(ReadReplay(read, self._ticket(token)))
 
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""

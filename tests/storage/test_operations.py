@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from subgate.engine.records import PageRead, SubscriptionRecord
+from subgate.engine.records import PageRead, ReplayRead, SubscriptionRecord
 from subgate.storage.applying import APPLY
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from subgate.storage.operations import (
@@ -34,6 +34,7 @@ from subgate.storage.operations import (
     MoveLowWater,
     Operation,
     ReadPage,
+    ReadReplay,
     RecordFailures,
     RegisterRemoval,
     SetSubscriptionConsumers,
@@ -48,6 +49,7 @@ SAMPLES: list[Operation] = [
     Acknowledge(1, 1),
     CommitTransaction([new_message(2)], [(1, 2)], 2),
     ReadPage(PageRead(1, "q", 0, 10, 5), 3),
+    ReadReplay(ReplayRead("t", (("p", 1),), 5), 8),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),

@@ -96,9 +96,10 @@ def test_a_non_persistent_message_behind_journaled_ones_of_its_publisher_is_jour
 
 
 def test_a_topic_journals_non_persistent_messages_while_a_durable_subscription_pages():
-    router = paging_router(page_messages=2)
+    router = paging_router(page_messages=2, journal_branches=("t=off",))  # journaled only for subscriptions
     topic = router.create("t", "topic", durable=True)
     assert prepared(router, topic, durable=False, behind=1).record is None  # no durable subscription
+    assert prepared(router, topic, durable=True).record is None
     topic.durable_subscriptions = 1
     assert prepared(router, topic, durable=False).record is None
     topic.queue_paging(True)
@@ -127,3 +128,16 @@ def test_a_late_record_keeps_the_sequence_and_adds_the_bookmark():
 def test_earlier_runs_non_durable_rows_are_left_out_of_page_reads():
     assert paging_router().pager.non_durable_after == 10  # the journal's highest id at start-up
     assert paging_router(journal_non_persistent=True).pager.non_durable_after == 0  # those survive restarts
+
+
+def test_a_topic_journals_persistent_messages_for_replay_by_its_branch_mode():
+    router = paging_router(journal_branches=("audit=all", "scratch=off"))
+    plain = router.create("prices/fx", "topic", durable=True)
+    audit = router.create("audit/trades", "topic", durable=True)
+    scratch = router.create("scratch/x", "topic", durable=True)
+    assert prepared(router, plain, durable=True).record is not None  # no subscription needed
+    assert prepared(router, plain, durable=False).record is None
+    assert prepared(router, audit, durable=False).record is not None
+    assert prepared(router, scratch, durable=True).record is None
+    temporary = router.create("$temp.topic.x", "topic", durable=False)
+    assert prepared(router, temporary, durable=True).record is None

@@ -1,0 +1,81 @@
+"""Duplicate detection by publisher identity (design.md §3, "Publisher identity and duplicates").
+
+Owns the rule and the in-memory books: a message carrying message annotations ``x-opt-publisher-id`` (string)
+and ``x-opt-publisher-seq`` (ulong) is a duplicate when its seq is not above the high-water mark of its publisher
+id; the marks (loaded from the store at start-up, raised in the store in the transaction that journals the
+messages: ``storage.replay``) and the duplicates dropped per publisher. The reactor raises a mark when it admits
+a message, before the commit, so that a re-send arriving while the first copy is on its way to the journal is
+caught too; a write that fails lowers it again so that the re-send is not lost. No proton, no store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from subgate.mapping.errors import INVALID_FIELD, Refused
+
+PUBLISHER_ID = "x-opt-publisher-id"
+PUBLISHER_SEQ = "x-opt-publisher-seq"
+MAX_PUBLISHER_ID = 512  # characters (the column's width)
+MAX_SEQ = 2**63 - 1  # the column is a signed 64-bit integer
+
+
+def publisher_identity(annotations: dict[str, object] | None) -> tuple[str, int] | None:
+    """The (publisher id, seq) a message carries, or None when it carries neither annotation.
+
+    Raises:
+        Refused: ``amqp:invalid-field`` when only one of them is set, or either has the wrong type or range.
+    """
+    if not annotations:
+        return None
+    publisher_id = annotations.get(PUBLISHER_ID)
+    seq = annotations.get(PUBLISHER_SEQ)
+    if publisher_id is None and seq is None:
+        return None
+    if publisher_id is None or seq is None:
+        missing = PUBLISHER_SEQ if seq is None else PUBLISHER_ID
+        raise Refused(INVALID_FIELD, f"{PUBLISHER_ID} and {PUBLISHER_SEQ} go together: {missing} is missing")
+    if not isinstance(publisher_id, str) or not publisher_id or len(publisher_id) > MAX_PUBLISHER_ID:
+        raise Refused(INVALID_FIELD, f"{PUBLISHER_ID} must be a string of 1 to {MAX_PUBLISHER_ID} characters")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
+        raise Refused(INVALID_FIELD, f"{PUBLISHER_SEQ} must be a ulong below 2^63")
+    return publisher_id, seq
+
+
+class PublisherMarks:
+    """The high-water mark of every publisher id seen, and the duplicates dropped per publisher id."""
+
+    __slots__ = ("marks", "dropped")
+
+    def __init__(self, marks: dict[str, int] | None = None) -> None:
+        self.marks: dict[str, int] = dict(marks or {})
+        self.dropped: Counter[str] = Counter()
+
+    def admit(self, publisher_id: str, seq: int) -> bool:
+        """True (and the mark raised to ``seq``) for a new message; False (and counted) for a duplicate."""
+        mark = self.marks.get(publisher_id)
+        if mark is not None and seq <= mark:
+            self.dropped[publisher_id] += 1
+            return False
+        self.marks[publisher_id] = seq
+        return True
+
+    def is_duplicate(self, publisher_id: str, seq: int) -> bool:
+        """Would ``admit`` refuse it? (Nothing changes: a transaction's send is judged, not recorded.)"""
+        mark = self.marks.get(publisher_id)
+        return mark is not None and seq <= mark
+
+    def not_written(self, publisher_id: str, seq: int) -> None:
+        """The message admitted with ``seq`` was not journaled: lower the mark below it, so that a re-send is
+        taken (later messages of the publisher still in flight may then be taken twice: a duplicate, never a
+        loss)."""
+        mark = self.marks.get(publisher_id)
+        if mark is not None and mark >= seq:
+            self.marks[publisher_id] = seq - 1
+
+    def view(self, publisher_id: str) -> dict[str, int | str]:
+        return {
+            "publisher-id": publisher_id,
+            "high-water": self.marks.get(publisher_id, -1),
+            "duplicates": self.dropped[publisher_id],
+        }
