@@ -9,8 +9,8 @@ stored position, also after ``kill -9``.
 from __future__ import annotations
 
 import threading
-import uuid
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -217,7 +217,7 @@ def test_shared_volatile_and_shared_durable_subscriptions_replay(broker, uid, ca
         conn.close()
 
 
-def test_a_durable_subscription_takes_its_start_when_created_and_resumes_its_position_after_kill(make_server, store_url):
+def test_a_durable_subscription_starts_at_its_bookmark_and_resumes_its_position_after_kill(make_server, store_url):
     server = make_server(store_url, "--page-messages", "20")
     topic = "replay/durable"
     conn = connect(server.url, container_id="durable-app")
