@@ -22,7 +22,7 @@ from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
-from subgate.mapping.journaling import JournalBranchError, parse_journal_branches
+from subgate.mapping.branch_modes import BranchModeError, parse_journal_branches, parse_publisher_modes
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,7 +87,8 @@ def serve(listen: str, store: str | None, migrate: bool, log_level: str, **setti
     )
     try:
         parse_journal_branches(settings.journal_branches)
-    except JournalBranchError as exc:
+        parse_publisher_modes(settings.publisher_modes)
+    except BranchModeError as exc:
         raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):

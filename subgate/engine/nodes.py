@@ -45,6 +45,7 @@ class Queue:
     """
 
     kind = "queue"
+    confirm_on_receipt = False  # publisher mode store_send_noconfirm (mapping.branch_modes; set by the router)
 
     def __init__(self, name: str, *, durable: bool = True, cursor: Cursor | None = None) -> None:
         self.name = name
@@ -330,6 +331,7 @@ class Topic:
 
     kind = "topic"
     blocked = False  # a topic never withholds its publishers' credit (engine.memory)
+    confirm_on_receipt = False  # publisher mode store_send_noconfirm (mapping.branch_modes; set by the router)
 
     def __init__(self, name: str, *, durable: bool = True) -> None:
         self.name = name
@@ -337,14 +339,18 @@ class Topic:
         self.subscriptions: list[Queue] = []
         self.filters: dict[int, Callable[[Message], bool]] = {}
         self.durable_subscriptions = 0  # while above zero, messages are journaled whatever the journal mode
-        self.journal_mode = "persistent"  # what the journal keeps for replay (mapping.journaling; set by the router)
+        self.journal_mode = "persistent"  # what the journal keeps for replay (mapping.branch_modes; set by the router)
         self.paging_subscriptions = 0  # durable subscription queues paging now (queue_paging keeps count)
         self.current: Message | None = None  # the last message published (a topic's current value)
+        # Subscriptions with the source capability ``live``: a journaled message reaches them before its commit.
+        self.live: set[int] = set()
 
-    def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None) -> None:
+    def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None, *, live: bool = False) -> None:
         self.subscriptions.append(queue)
         if accepts is not None:
             self.filters[id(queue)] = accepts
+        if live:
+            self.live.add(id(queue))
 
     def queue_paging(self, started: bool) -> None:
         """A durable subscription queue's ``on_paging``: while one pages, non-persistent messages to this topic
@@ -355,17 +361,32 @@ class Topic:
         if queue in self.subscriptions:
             self.subscriptions.remove(queue)
         self.filters.pop(id(queue), None)
+        self.live.discard(id(queue))
 
-    def publish(self, message: Message) -> int:
-        """Route to every matching subscription; returns how many took it."""
+    def publish(self, message: Message, *, committed: bool = False) -> int:
+        """Route to every matching subscription (once ``committed``, not to the live ones: they had it from
+        ``publish_live``); returns how many took it."""
         self.current = message
         taken = 0
         filters = self.filters
+        live = self.live if committed else None
         for queue in self.subscriptions:
+            if live and id(queue) in live:
+                continue
             accepts = filters.get(id(queue)) if filters else None
             if (accepts is None or accepts(message)) and queue.offer(message):
                 taken += 1
         return taken
+
+    def publish_live(self, message: Message) -> None:
+        """A journaled message on its way to the journal, to the live subscriptions only (AMPS's live option)."""
+        filters = self.filters
+        live = self.live
+        for queue in self.subscriptions:
+            if id(queue) in live:
+                accepts = filters.get(id(queue)) if filters else None
+                if accepts is None or accepts(message):
+                    queue.offer(message)
 
 
 __all__ = ["ALL", "Consumer", "Cursor", "Message", "Queue", "Topic", "now_ms"]

@@ -77,6 +77,8 @@ from subgate.topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
 
+LIVE = "live"  # source capability: messages before their commit (AMPS's live option, design.md §2)
+
 Node = Queue | Topic
 
 
@@ -311,8 +313,9 @@ class Attacher:
             if decision.action is Action.REPLACE and current is not None:
                 log.info("replacing %r: topic, selector or no-local changed", current.key)
                 subs.delete(current)
+            live = LIVE in source.capabilities
             sub = subs.create(
-                decision.kind, decision.key, details, topic, state.container_id, matcher, link.name, placed
+                decision.kind, decision.key, details, topic, state.container_id, matcher, link.name, placed, live
             )
             self.housekeeping.watch_schedule(sub.queue)
         outbound = SubscriptionConsumer(link, state, sub, subs, self.transacting)

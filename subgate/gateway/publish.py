@@ -30,7 +30,7 @@ from subgate.engine import codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.gateway import management
+from subgate.gateway import management, publisher_admin
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
 from subgate.gateway.housekeeping import Housekeeping
@@ -92,6 +92,7 @@ class Publishing:
         self.transacting = Transacting(router, self.route)
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
+        self.lost = 0  # store_send_noconfirm messages confirmed and then not persisted
 
     # -- links -----------------------------------------------------------------------------------------------
     def open_publisher(self, link: Link, state: ConnectionState, node: Node | None) -> Inbound:
@@ -196,12 +197,17 @@ class Publishing:
         assert record is not None
         if publisher is not None:
             publisher.pending += 1  # its credit comes back at the commit: the writer's queue stays bounded
-        if delivery is not None and not record.durable and not self.settings.journal_non_persistent:
-            # Non-persistent, journaled only to keep its place behind journaled messages (Router.prepare):
-            # accepted at once as ever, routed at its commit, in journal order.
+        if delivery is not None and (
+            node.confirm_on_receipt or (not record.durable and not self.settings.journal_non_persistent)
+        ):
+            # Publisher mode store_send_noconfirm: accepted on receipt, written in the background. Or
+            # non-persistent, journaled only to keep its place behind journaled messages (Router.prepare):
+            # accepted at once as ever. Either way routed at its commit, in journal order.
             accept(delivery)
             delivery = None
         self.router.journal_message(record, Publication(delivery, ingest.message, node, publisher))
+        if type(node) is Topic and node.live:
+            node.publish_live(ingest.message)  # subscriptions with capability live: before the commit
 
     # -- 5 to 7. on_committed, route, confirm ----------------------------------------------------------------
     def on_committed(self, publication: Publication) -> Inbound | None:
@@ -209,10 +215,10 @@ class Publishing:
         delivery, message, node, publisher = publication
         self.router.committed(message.seq)
         if publisher is None:
-            self.route(node, message)
+            self.route(node, message, committed=True)
             return None
         publisher.pending -= 1
-        self.route(node, message)
+        self.route(node, message, committed=True)
         if delivery is not None and not publisher.closed:
             accept(delivery)
         return publisher
@@ -228,15 +234,19 @@ class Publishing:
         if publisher is not None:
             publisher.pending -= 1
         if delivery is None:
-            self.route(node, message.as_journaled(False))
+            if publisher is not None and message.durable and node.confirm_on_receipt:
+                self.lost += 1  # store_send_noconfirm: confirmed already, and now not persisted
+                log.warning("store_send_noconfirm: message %d to %r not persisted: %s", message.seq, node.name, error)
+            self.route(node, message.as_journaled(False), committed=True)
         elif publisher is not None and not publisher.closed:
             reject(delivery, INTERNAL_ERROR, f"journal write failed: {error}")
         return publisher
 
-    def route(self, node: Node, message: Message) -> None:
+    def route(self, node: Node, message: Message, *, committed: bool = False) -> None:
+        """To the queue, or to the topic's subscriptions (at its commit: not again to the live ones)."""
         self.published += 1
         if isinstance(node, Topic):
-            node.publish(message)
+            node.publish(message, committed=committed)
         else:
             node.push(message)
 
@@ -257,6 +267,8 @@ class Publishing:
             return
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
+        elif request.type in publisher_admin.TYPES:
+            response = publisher_admin.handle(request, self.router, self.marks)
         else:
             response = management.handle(request, self.subscriptions, self.authority.owned_by(inbound.conn))
         log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)

@@ -21,7 +21,15 @@ from subgate.gateway.paging import Pager
 from subgate.gateway.settings import Settings
 from subgate.mapping.addresses import QUEUE, TOPIC, NodeDecision, resolve_node
 from subgate.mapping.bookmarks import format_bookmark
-from subgate.mapping.journaling import ALL, OFF, journal_mode, parse_journal_branches
+from subgate.mapping.branch_modes import (
+    ALL,
+    OFF,
+    STORE_SEND_NOCONFIRM,
+    journal_mode,
+    parse_journal_branches,
+    parse_publisher_modes,
+    publisher_mode,
+)
 from subgate.mapping.names import check_new_name
 from subgate.topics import path_problem
 
@@ -46,6 +54,26 @@ class JournalCursor:
 
     def failed(self, seq: int, failures: int) -> None:
         self._writer.submit_failures(self.cursor_id, seq, failures)
+
+
+class NodeModes:
+    """The per-branch modes in force (``mapping.branch_modes``): what the journal keeps of a topic, and when a
+    node's publishers are confirmed. Publisher modes can change while the server runs (``$management``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.journal_branches = parse_journal_branches(settings.journal_branches)
+        self.publisher_modes = parse_publisher_modes(settings.publisher_modes)
+
+    def apply(self, node: Node) -> None:
+        node.confirm_on_receipt = publisher_mode(self.publisher_modes, node.name) == STORE_SEND_NOCONFIRM
+        if isinstance(node, Topic):
+            node.journal_mode = journal_mode(self.journal_branches, node.name)
+
+    def set_publisher_modes(self, branches: dict[str, str], nodes: list[Node]) -> None:
+        """Publisher modes by branch, applied to ``nodes`` (every node) now and to later ones."""
+        self.publisher_modes = dict(branches)
+        for node in nodes:
+            self.apply(node)
 
 
 @dataclass(slots=True)
@@ -73,7 +101,7 @@ class Router:
         # Journal ids handed to the writer and not committed yet, oldest first (the writer commits in order).
         self._uncommitted: deque[int] = deque()
         self._committed_early: set[int] = set()
-        self.journal_branches = parse_journal_branches(settings.journal_branches)
+        self.modes = NodeModes(settings)
         self.publisher_marks = catalog.publishers  # high-water marks at start-up (engine.duplicates)
         self.memory_limit = MemoryLimit(
             settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
@@ -169,6 +197,7 @@ class Router:
                 cursor = self.new_cursor("queue", name, name)
             node = Queue(name, durable=durable, cursor=cursor)
             node.limit_memory(self.memory_limit)
+            self.modes.apply(node)
             if cursor is not None:
                 self.track_cursor(cursor, node)
                 self.pager.attach(node, cursor.cursor_id, name)
@@ -177,7 +206,7 @@ class Router:
                 self._next_node_id += 1
                 self.writer.submit_node(self._next_node_id, name, kind, durable, auto_created)
             node = Topic(name, durable=durable)
-            node.journal_mode = journal_mode(self.journal_branches, name)
+            self.modes.apply(node)
             self.topics.added(node)
         self.nodes[name] = node
         log.info("created %s%s %r", "" if durable else "temporary ", kind, name)
@@ -206,6 +235,7 @@ class Router:
         cursor = JournalCursor(cursor_id, self.writer)
         queue = Queue(name, durable=True, cursor=cursor)
         queue.limit_memory(self.memory_limit)
+        self.modes.apply(queue)
         self.track_cursor(cursor, queue)
         self.pager.attach(queue, cursor_id, name)
         self.nodes[name] = queue
@@ -213,7 +243,7 @@ class Router:
 
     def restore_topic(self, name: str) -> Topic:
         topic = Topic(name, durable=True)
-        topic.journal_mode = journal_mode(self.journal_branches, name)
+        self.modes.apply(topic)
         self.nodes[name] = topic
         self.topics.added(topic)
         return topic
@@ -232,7 +262,7 @@ class Router:
         """Build the routed message and, for a journaled destination, its journal record.
 
         A topic journals every persistent message unless its branch's journal mode says otherwise
-        (``mapping.journaling``); a queue, when it is durable. A non-persistent message gets a record too (a
+        (``mapping.branch_modes``); a queue, when it is durable. A non-persistent message gets a record too (a
         row with durable = false) when it must not overtake journaled ones: while ``node`` pages (older messages
         are in the journal only), or while ``behind`` — its publisher's messages still on their way into the
         journal — is above zero. Journaled, it is routed in journal order (docs/architecture.md, "Paging").
@@ -327,7 +357,7 @@ class Router:
 
     def _journals(self, node: Node) -> bool:
         if isinstance(node, Topic):
-            # Kept for replay (mapping.journaling), and always while a durable subscription needs the journal.
+            # Kept for replay (mapping.branch_modes), and always while a durable subscription needs the journal.
             return node.durable_subscriptions > 0 or (node.durable and node.journal_mode != OFF)
         return node.durable
 

@@ -51,6 +51,12 @@ class Settings:
         "(the default: every persistent message), all (non-persistent ones too) or off (only what durable "
         "subscriptions need).",
     )
+    publisher_modes: tuple[str, ...] = setting(
+        (),
+        "Comma-separated BRANCH=MODE: when a journaled message to a queue or topic under BRANCH is confirmed: "
+        "store_confirm_send (the default: after its commit) or store_send_noconfirm (on receipt; written in the "
+        "background).",
+    )
     reconnect_timeout: float = setting(
         60.0,
         "Seconds a connection lost without a close frame keeps its remove-with-session registrations.",

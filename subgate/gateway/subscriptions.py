@@ -121,6 +121,7 @@ class Subscriptions:
         matcher: Matcher | None,
         label: str,
         replay: Placed | None = None,
+        live: bool = False,
     ) -> Subscription:
         """A new subscription on ``topic``; named ones are recorded in the store (durable ones with a cursor).
 
@@ -128,7 +129,8 @@ class Subscriptions:
         start and now are read in pages, like a durable queue's backlog, and every later one arrives live; the
         page window takes both in journal order, so the seam has no gap and no duplicate. A durable one's
         position starts there too (its low-water mark, and the later bookmarks a list names as accepted above
-        it), so that a restart resumes the replay."""
+        it), so that a restart resumes the replay. A ``live`` one gets journaled messages before their commit
+        (``Topic.publish_live``)."""
         router = self.router
         sub_id = 0
         if key is not None:
@@ -156,7 +158,7 @@ class Subscriptions:
             accepts = row_filter(no_local_id, matcher, skip)
             self._pager.attach(queue, cursor.cursor_id if cursor else 0, topic.name, accepts, replaying=replays)
             queue.on_paging = topic.queue_paging
-        topic.subscribe(queue, subscription_filter(start, no_local_id, matcher))
+        topic.subscribe(queue, subscription_filter(start, no_local_id, matcher), live=live)
         if replay is not None and replays:
             queue.page_from(replay.point.after, start, replay.rows)
         if key is not None:
