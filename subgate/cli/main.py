@@ -23,6 +23,7 @@ from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
 from subgate.mapping.branch_modes import BranchModeError, parse_journal_branches, parse_publisher_modes
+from subgate.mapping.retention import DurationError, parse_duration_ms
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,7 +89,8 @@ def serve(listen: str, store: str | None, migrate: bool, log_level: str, **setti
     try:
         parse_journal_branches(settings.journal_branches)
         parse_publisher_modes(settings.publisher_modes)
-    except BranchModeError as exc:
+        parse_duration_ms(settings.retention)
+    except (BranchModeError, DurationError) as exc:
         raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
 
 
 class JournalPort(Protocol):
@@ -42,6 +42,6 @@ class JournalPort(Protocol):
 
     def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None: ...
 
-    def submit_replay(self, read: ReplayRead, token: Callable[[Any], None]) -> None: ...
+    def submit_request(self, request: ReplayRead | RetentionRun, token: Callable[[Any], None]) -> None: ...
 
     def submit_barrier(self, token: Any) -> None: ...

@@ -98,6 +98,28 @@ class ReplayAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionRun:
+    """One bounded step of a retention pass (mapping.retention): delete the deletable rows journaled at or before
+    ``cutoff_ms`` among the sequences above ``after`` and at most ``window`` above it; non-persistent rows at or
+    below ``stale_below`` (an earlier run's) are deletable whoever has not accepted them."""
+
+    cutoff_ms: int
+    after: int
+    window: int
+    stale_below: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionAnswer:
+    """What one step did: rows deleted, the sequence it got to, and the last sequence old enough (the pass ends
+    when ``reached`` is there)."""
+
+    deleted: int
+    reached: int
+    upto: int
+
+
+@dataclass(frozen=True, slots=True)
 class Catalog:
     """Everything the server needs at start-up besides the backlogs themselves."""
 

@@ -36,6 +36,7 @@ from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
+from subgate.gateway.retention import Retention
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
@@ -70,6 +71,13 @@ class Broker:
         self.connections = Connections()
         self.authority = Authority()
         self.housekeeping = Housekeeping(settings, router, container, self.connections.links)
+        self.housekeeping.retention = Retention(
+            settings.retention,
+            settings.retention_interval,
+            journal,
+            self.housekeeping.schedule,
+            stale_below=router.pager.non_durable_after,
+        )
         self.control = TopicControl(
             settings.name,
             settings.reconnect_timeout,

@@ -17,6 +17,7 @@ from proton.reactor import Container
 from subgate.engine.nodes import Queue, Topic, now_ms
 from subgate.gateway.guard import guarded
 from subgate.gateway.links import LinkState
+from subgate.gateway.retention import Retention
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 
@@ -48,15 +49,20 @@ class Housekeeping:
         self.on_policy_refresh: Callable[[], None] | None = None
         self._since_policy_refresh = 0.0
         self._scheduled: dict[str, int] = {}
+        self.retention: Retention | None = None  # the journal's retention passes, started and stopped with these
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         self.container.schedule(max(0.0, delay), _Timer(callback))  # type: ignore[arg-type]  # duck-typed handler
 
     def start(self) -> None:
         self.schedule(self.settings.expiry_sweep_interval, self._tick)
+        if self.retention is not None:
+            self.retention.start()
 
     def stop(self) -> None:
         self.stopping = True
+        if self.retention is not None:
+            self.retention.stop()
 
     def refresh_policy(self) -> None:
         """Read the policy from the store again now (a management change of the permissions)."""

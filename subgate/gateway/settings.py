@@ -51,6 +51,13 @@ class Settings:
         "(the default: every persistent message), all (non-persistent ones too) or off (only what durable "
         "subscriptions need).",
     )
+    retention: str = setting(
+        "7d",
+        "How long the journal keeps messages for replay (7d, 12h, 30m, 45s; 0: only what a queue or durable "
+        "subscription has not accepted yet). Older rows that every queue and durable subscription has accepted "
+        "are deleted in the background.",
+    )
+    retention_interval: float = setting(60.0, "Seconds between two retention passes over the journal.", minimum=0.05)
     publisher_modes: tuple[str, ...] = setting(
         (),
         "Comma-separated BRANCH=MODE: when a journaled message to a queue or topic under BRANCH is confirmed: "

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
 
-from subgate.engine.records import NewMessage, ReplayAnswer, StoredMessage
+from subgate.engine.records import NewMessage, ReplayAnswer, RetentionAnswer, StoredMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
 from subgate.storage.models import (
@@ -46,9 +46,11 @@ from subgate.storage.operations import (
     ReadReplay,
     RecordFailures,
     RegisterRemoval,
+    Retain,
     SetSubscriptionConsumers,
 )
 from subgate.storage.replay import raise_high_water, resolve_replay
+from subgate.storage.retention import retain
 
 _ACKS = table_of(Ack)
 _FAILURES = table_of(DeliveryFailure)
@@ -64,7 +66,7 @@ class PageAnswer:
 
     __slots__ = ("token", "rows")
 
-    def __init__(self, token: Any, rows: list[StoredMessage] | ReplayAnswer) -> None:
+    def __init__(self, token: Any, rows: list[StoredMessage] | ReplayAnswer | RetentionAnswer) -> None:
         self.token = token
         self.rows = rows
 
@@ -138,6 +140,11 @@ def _read_page(batch: OpenBatch, op: ReadPage) -> None:
 def _read_replay(batch: OpenBatch, op: ReadReplay) -> None:
     batch.flush()
     batch.tickets.append(PageAnswer(op.ticket, resolve_replay(batch.conn, op.read)))
+
+
+def _retain(batch: OpenBatch, op: Retain) -> None:
+    batch.flush()
+    batch.tickets.append(PageAnswer(op.ticket, retain(batch.conn, op.run)))
 
 
 def _create_node(batch: OpenBatch, op: CreateNode) -> None:
@@ -266,6 +273,7 @@ APPLY: Mapping[type[Operation], Callable[[OpenBatch, Any], None]] = {
     Barrier: _barrier,
     ReadPage: _read_page,
     ReadReplay: _read_replay,
+    Retain: _retain,
     CreateNode: _create_node,
     DropNode: _drop_node,
     RegisterRemoval: _register_removal,

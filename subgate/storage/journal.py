@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
 from subgate.storage.applying import PageAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
@@ -54,6 +54,7 @@ from subgate.storage.operations import (
     ReadReplay,
     RecordFailures,
     RegisterRemoval,
+    Retain,
     SetSubscriptionConsumers,
 )
 
@@ -185,10 +186,13 @@ class JournalWriter:
         ``StoredMessage`` rows, or with the exception if the read failed."""
         self._queue.put(ReadPage(read, self._ticket(token)))
 
-    def submit_replay(self, read: ReplayRead, token: Callable[[Any], None]) -> None:
-        """Place a replay (``storage.replay.resolve_replay``) once everything submitted before it is committed;
-        ``token`` is called on the reactor thread with the ``ReplayAnswer``, or with the exception."""
-        self._queue.put(ReadReplay(read, self._ticket(token)))
+    def submit_request(self, request: ReplayRead | RetentionRun, token: Callable[[Any], None]) -> None:
+        """A request the writer answers once everything submitted before it is committed: where a replay starts
+        (``storage.replay.resolve_replay``: a ``ReplayAnswer``) or one step of a retention pass
+        (``storage.retention.retain``: a ``RetentionAnswer``). ``token`` is called on the reactor thread with the
+        answer, or with the exception."""
+        ticket = self._ticket(token)
+        self._queue.put(ReadReplay(request, ticket) if isinstance(request, ReplayRead) else Retain(request, ticket))
 
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""

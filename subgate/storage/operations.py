@@ -11,6 +11,7 @@ which stays in the writer's table on the submitting side (docs/threading.md).
     CommitTransaction      a JMS transaction's messages and acks at once  ticketed
     ReadPage               a page of a backlog, after what precedes it    ticketed  (answers with the rows)
     ReadReplay             where a replay starts (bookmarks, a time)      ticketed  (answers with a ReplayAnswer)
+    Retain                 one bounded step of a retention pass           ticketed  (answers with a RetentionAnswer)
     Barrier                nothing: comes back once what precedes it is   ticketed
     RecordFailures         a message's failed-delivery count on a cursor
     MoveLowWater           a cursor's low-water mark (forward only), dropping the acks and failures below it
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
 
 # The two operations built once per message on the reactor thread set their slots through the slots' descriptors
 # rather than the frozen dataclass's ``object.__setattr__`` per field: ≈0.18 µs less per operation, about 40 % of
@@ -81,6 +82,12 @@ class ReadPage:
 @dataclass(frozen=True, slots=True)
 class ReadReplay:
     read: ReplayRead
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retain:
+    run: RetentionRun
     ticket: int
 
 
@@ -164,10 +171,10 @@ class DropRemoval:
     row_id: int
 
 
-Ticketed = AppendMessage | CommitTransaction | ReadPage | ReadReplay | Barrier
+Ticketed = AppendMessage | CommitTransaction | ReadPage | ReadReplay | Retain | Barrier
 """The operations whose ticket comes back in a ``BatchResult`` (in ``tokens``, or in ``failed``)."""
 
-TICKETED: tuple[type[Ticketed], ...] = (AppendMessage, CommitTransaction, ReadPage, ReadReplay, Barrier)
+TICKETED: tuple[type[Ticketed], ...] = (AppendMessage, CommitTransaction, ReadPage, ReadReplay, Retain, Barrier)
 
 Operation = (
     Ticketed

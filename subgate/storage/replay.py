@@ -38,7 +38,8 @@ def resolve_replay(conn: Connection, read: ReplayRead) -> ReplayAnswer:
             found[(publisher_id, seq)] = int(row)
     oldest = conn.execute(select(func.min(JournalMessage.id))).scalar() or 0
     after = last_at_or_before(conn, read.at_ms, oldest) if read.at_ms is not None else 0
-    start = min([after, *found.values()]) if read.at_ms is not None or found else 0
+    starts = ([after] if read.at_ms is not None else []) + list(found.values())
+    start = min(starts, default=0)
     rows = conn.execute(
         select(func.count()).where(JournalMessage.address == read.address, JournalMessage.id > start)
     ).scalar()

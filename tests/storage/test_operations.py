@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from subgate.engine.records import PageRead, ReplayRead, SubscriptionRecord
+from subgate.engine.records import PageRead, ReplayRead, RetentionRun, SubscriptionRecord
 from subgate.storage.applying import APPLY
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from subgate.storage.operations import (
@@ -37,6 +37,7 @@ from subgate.storage.operations import (
     ReadReplay,
     RecordFailures,
     RegisterRemoval,
+    Retain,
     SetSubscriptionConsumers,
     Ticketed,
 )
@@ -50,6 +51,7 @@ SAMPLES: list[Operation] = [
     CommitTransaction([new_message(2)], [(1, 2)], 2),
     ReadPage(PageRead(1, "q", 0, 10, 5), 3),
     ReadReplay(ReplayRead("t", (("p", 1),), 5), 8),
+    Retain(RetentionRun(5, 0, 100, 0), 9),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),
