@@ -37,6 +37,7 @@ from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
+from subgate.gateway.store_reports import StoreReports
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.gateway.topic_admin import TopicAdmin
 from subgate.gateway.topic_control import TopicControl
@@ -88,8 +89,16 @@ class Broker:
             journal.submit_barrier,
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
+        store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.pipeline = Publishing(
-            settings, router, self.authority, self.housekeeping, self.lifecycle, subscriptions, topic_admin
+            settings,
+            router,
+            self.authority,
+            self.housekeeping,
+            self.lifecycle,
+            subscriptions,
+            topic_admin,
+            store_reports,
         )
         self.attacher = Attacher(
             settings,

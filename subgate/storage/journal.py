@@ -33,8 +33,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
-from subgate.storage.applying import PageAnswer, apply_batch
+from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
+from subgate.storage.applying import ReadAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
     Acknowledge,
@@ -54,6 +54,7 @@ from subgate.storage.operations import (
     RecordFailures,
     RegisterRemoval,
     SetSubscriptionConsumers,
+    reading,
 )
 
 log = logging.getLogger("subgate.journal")
@@ -95,8 +96,8 @@ class TokenTable:
             [self._redeem(ticket) for ticket in result.failed],
         )
 
-    def _redeem(self, ticket: int | PageAnswer) -> Any:
-        if isinstance(ticket, PageAnswer):
+    def _redeem(self, ticket: int | ReadAnswer) -> Any:
+        if isinstance(ticket, ReadAnswer):
             return ticket.claimed(self._held.pop(ticket.token))
         return self._held.pop(ticket)
 
@@ -184,6 +185,12 @@ class JournalWriter:
         ``StoredMessage`` rows, or with the exception if the read failed."""
         self._queue.put(ReadPage(read, self._ticket(token)))
 
+    def submit_read(self, read: StoreRead, token: Callable[[Any], None]) -> None:
+        """An operator read (a bookmark, the journal's figures: ``storage.journal_stats``), run once everything
+        submitted before it is committed; ``token`` is called on the reactor thread with what it read, or with the
+        exception if the read failed."""
+        self._queue.put(reading(read, self._ticket(token)))
+
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""
         self._queue.put(Barrier(self._ticket(token)))
@@ -247,6 +254,6 @@ class JournalWriter:
                     failed.append(op.ticket)
         return tokens, failed, error
 
-    def _apply(self, batch: Sequence[Operation]) -> list[int | PageAnswer]:
+    def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
         with self._engine.begin() as conn:
             return apply_batch(conn, batch)

@@ -10,6 +10,8 @@ which stays in the writer's table on the submitting side (docs/threading.md).
     Acknowledge            an ``acks`` row                                          hot: one per removal
     CommitTransaction      a JMS transaction's messages and acks at once  ticketed
     ReadPage               a page of a backlog, after what precedes it    ticketed  (answers with the rows)
+    ReadBookmark           a subscription's bookmark (operator READ)      ticketed  (answers with a ``Bookmark``)
+    ReadJournalStats       the journal's figures (operator READ)          ticketed  (answers with ``JournalStats``)
     Barrier                nothing: comes back once what precedes it is   ticketed
     RecordFailures         a message's failed-delivery count on a cursor
     MoveLowWater           a cursor's low-water mark (forward only), dropping the acks and failures below it
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from subgate.engine.records import NewMessage, PageRead, SubscriptionRecord
+from subgate.engine.records import BookmarkRead, JournalStatsRead, NewMessage, PageRead, StoreRead, SubscriptionRecord
 
 # The two operations built once per message on the reactor thread set their slots through the slots' descriptors
 # rather than the frozen dataclass's ``object.__setattr__`` per field: ≈0.18 µs less per operation, about 40 % of
@@ -74,6 +76,22 @@ class CommitTransaction:
 @dataclass(frozen=True, slots=True)
 class ReadPage:
     read: PageRead
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBookmark:
+    """``$management`` READ of a subscription's bookmark (``storage.journal_stats.read_bookmark``)."""
+
+    read: BookmarkRead
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadJournalStats:
+    """``$management`` READ of the journal's figures (``storage.journal_stats.journal_stats``)."""
+
+    read: JournalStatsRead
     ticket: int
 
 
@@ -157,10 +175,28 @@ class DropRemoval:
     row_id: int
 
 
-Ticketed = AppendMessage | CommitTransaction | ReadPage | Barrier
+StoreReading = ReadBookmark | ReadJournalStats
+"""The operator reads (``JournalWriter.submit_read``), one operation per kind of ``engine.records.StoreRead``."""
+
+
+def reading(read: StoreRead, ticket: int) -> StoreReading:
+    """The operation that runs ``read``."""
+    if isinstance(read, BookmarkRead):
+        return ReadBookmark(read, ticket)
+    return ReadJournalStats(read, ticket)
+
+
+Ticketed = AppendMessage | CommitTransaction | ReadPage | StoreReading | Barrier
 """The operations whose ticket comes back in a ``BatchResult`` (in ``tokens``, or in ``failed``)."""
 
-TICKETED: tuple[type[Ticketed], ...] = (AppendMessage, CommitTransaction, ReadPage, Barrier)
+TICKETED: tuple[type[Ticketed], ...] = (
+    AppendMessage,
+    CommitTransaction,
+    ReadPage,
+    ReadBookmark,
+    ReadJournalStats,
+    Barrier,
+)
 
 Operation = (
     Ticketed

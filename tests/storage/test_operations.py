@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from subgate.engine.records import PageRead, SubscriptionRecord
+from subgate.engine.records import BookmarkRead, JournalStatsRead, PageRead, SubscriptionRecord
 from subgate.storage.applying import APPLY
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from subgate.storage.operations import (
@@ -33,6 +33,8 @@ from subgate.storage.operations import (
     DropSubscription,
     MoveLowWater,
     Operation,
+    ReadBookmark,
+    ReadJournalStats,
     ReadPage,
     RecordFailures,
     RegisterRemoval,
@@ -48,6 +50,8 @@ SAMPLES: list[Operation] = [
     Acknowledge(1, 1),
     CommitTransaction([new_message(2)], [(1, 2)], 2),
     ReadPage(PageRead(1, "q", 0, 10, 5), 3),
+    ReadBookmark(BookmarkRead("s", "c1"), 5),
+    ReadJournalStats(JournalStatsRead(), 6),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),
