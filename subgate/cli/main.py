@@ -1,4 +1,5 @@
-"""``subgate``: serve, db, users, subscriptions. Each command parses its arguments and calls one function."""
+"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal. Each command parses its arguments and
+calls one function."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import click
 
+from subgate.cli.bookmarks import bookmarks
+from subgate.cli.journal import journal
 from subgate.cli.options import (
     ConfigError,
     ListenAddress,
@@ -37,6 +40,8 @@ main.add_command(unsubscribe)
 main.add_command(roles)
 main.add_command(grants)
 main.add_command(topics)
+main.add_command(bookmarks)
+main.add_command(journal)
 
 
 @main.command()

@@ -4,9 +4,10 @@ The protocol, in the AMQP Management 1.0 style:
 
 * request: a message to ``$management`` whose ``reply_to`` is the address of a dynamic receiver this client
   attached, whose ``id`` is a fresh string, and whose application properties hold ``operation`` (``QUERY``,
-  ``READ``, ``CREATE``, ``DELETE``, ``RELOAD``), ``type`` (``subscription``, ``topic``, ``permissions``) and the
-  operation's arguments (``name``, ``client-id`` or ``global``=True, ``topic``, ``selector``). Requests have no
-  body. The types are described in ``gateway.management`` and ``gateway.topic_admin``.
+  ``READ``, ``CREATE``, ``DELETE``, ``RELOAD``), ``type`` (``subscription``, ``topic``, ``permissions``,
+  ``bookmark``, ``journal``) and the operation's arguments (``name``, ``client-id`` or ``global``=True,
+  ``topic``, ``selector``). Requests have no body. The types are described in ``gateway.management``,
+  ``gateway.topic_admin`` and ``gateway.store_reports``.
 * response: a message whose ``correlation_id`` is the request's id, with application properties ``statusCode``
   (200 OK, 204 deleted, 400 bad request, 403 forbidden, 404 not found, 409 conflict, 500 internal, 501 unknown
   operation) and ``statusDescription``; the body is the result (a list of maps for QUERY, a map for READ).
@@ -165,6 +166,21 @@ class ManagementClient:
 
     def delete_subscription(self, name: str, *, client_id: str | None) -> None:
         self.request("DELETE", "subscription", _identity(name, client_id))
+
+    # -- the store (bookmarks, journal figures: gateway.store_reports) ----------------------------------------
+    def read_bookmark(self, name: str, *, client_id: str | None) -> dict[str, Any]:
+        """The bookmark of a durable subscription (the server reads it from its store)."""
+        return self._read_map("bookmark", _identity(name, client_id))
+
+    def read_journal(self) -> dict[str, Any]:
+        """The journal's figures, whole and per branch (the server reads them from its store)."""
+        return self._read_map("journal", {})
+
+    def _read_map(self, type_: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = self.request("READ", type_, arguments).body
+        if not isinstance(body, dict):
+            raise ManagementUnavailable(f"READ answered with {type(body).__name__}, not a map")
+        return _plain_map(body)
 
     # -- topics -----------------------------------------------------------------------------------------------
     def query_topics(self, selector: str | None = None) -> dict[str, Any]:

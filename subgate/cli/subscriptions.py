@@ -16,14 +16,15 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
+from subgate.cli import tables
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
 from subgate.cli.options import resolve_store, split_address, with_store
 from subgate.cli.owner import decide, store_owner
+from subgate.cli.tables import iso_time, table_time
 from subgate.engine.records import SubscriptionRecord
 
 if TYPE_CHECKING:
@@ -95,19 +96,12 @@ class SubscriptionView:
             "no_local": self.no_local,
             "consumers": self.consumers,
             "backlog": self.backlog,
-            "created": _iso(self.created_ms),
+            "created": iso_time(self.created_ms),
         }
 
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def describe(name: str, client_id: str | None) -> str:
@@ -336,16 +330,8 @@ def scope(client_id: str | None, global_: bool, *, required: bool) -> str | None
 
 # -- output -----------------------------------------------------------------------------------------------------
 def print_table(views: list[SubscriptionView]) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in COLUMNS:
-        table.add_column(column, justify="right" if column in ("CONSUMERS", "BACKLOG") else "left", no_wrap=True)
-    for view in views:
-        cells = (
+    rows = (
+        (
             view.kind,
             view.client_id if view.client_id is not None else "(global)",
             view.name,
@@ -354,18 +340,11 @@ def print_table(views: list[SubscriptionView]) -> None:
             "yes" if view.no_local else "no",
             str(view.consumers),
             "?" if view.backlog is None else str(view.backlog),
-            _table_time(view.created_ms),
+            table_time(view.created_ms),
         )
-        table.add_row(*(Text(cell) for cell in cells))  # Text: selectors may contain [markup]
-    console = Console(highlight=False)
-    if console.is_terminal:
-        console.print(table)
-        return
-    # To a pipe or a file: never wrap or cut a cell, and no trailing padding.
-    wide = Console(highlight=False, width=100_000, no_color=True)
-    with wide.capture() as captured:
-        wide.print(table)
-    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+        for view in views
+    )
+    tables.print_table(COLUMNS, rows, right=("CONSUMERS", "BACKLOG"))
 
 
 def print_details(view: SubscriptionView) -> None:
@@ -383,10 +362,6 @@ def _detail(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
-
-
-def _table_time(ms: int | None) -> str:
-    return "-" if ms is None else f"{datetime.fromtimestamp(ms / 1000, UTC):%Y-%m-%d %H:%M:%S}"
 
 
 # -- commands ---------------------------------------------------------------------------------------------------

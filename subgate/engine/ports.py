@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
+from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
 
 
 class JournalPort(Protocol):
-    """Enqueue-only journal writes and page reads, applied in the order submitted."""
+    """Enqueue-only journal writes, page reads and operator reads, applied in the order submitted."""
 
     def submit_message(self, message: NewMessage, token: Any) -> None: ...
 
@@ -42,6 +42,6 @@ class JournalPort(Protocol):
 
     def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None: ...
 
-    def submit_request(self, request: ReplayRead | RetentionRun, token: Callable[[Any], None]) -> None: ...
+    def submit_read(self, read: StoreRead, token: Callable[[Any], None]) -> None: ...
 
     def submit_barrier(self, token: Any) -> None: ...

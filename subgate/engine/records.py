@@ -147,3 +147,81 @@ class SubscriptionRecord:
     consumers: int
     cursor_id: int | None
     created_ms: int
+
+
+# -- operator reads of the store (``subgate bookmarks show``, ``subgate journal stats``) ---------------------------
+@dataclass(frozen=True, slots=True)
+class BookmarkRead:
+    """A read of the bookmark of subscription ``name`` of ``client_id`` (None = global): its cursor's place in the
+    journal and the backlog above it. Rows with ``durable = false`` count in the backlog only above
+    ``non_durable_after`` (a running server's journal end at its start, as its page reads do); None counts none of
+    them (offline: a server started now would drop them)."""
+
+    name: str
+    client_id: str | None
+    non_durable_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStatsRead:
+    """A read of the journal's figures, whole and per topic branch (no arguments)."""
+
+
+StoreRead = BookmarkRead | JournalStatsRead | ReplayRead | RetentionRun
+"""What the journal writer reads (or, for a retention step, deletes) on request, answered in submission order
+(``JournalPort.submit_read``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalPosition:
+    """Where a journal cursor stands: everything at or below ``low_water`` is discarded, and above it the
+    ``accepted_above`` rows of ``acks`` (the highest of them ``highest_accepted``); ``backlog`` is what is left."""
+
+    low_water: int
+    accepted_above: int
+    highest_accepted: int | None
+    backlog: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bookmark:
+    """A subscription with its journal position; ``position`` is None when it has no journal cursor (a
+    non-durable, shared-volatile subscription keeps its messages in memory only)."""
+
+    subscription: SubscriptionRecord
+    position: JournalPosition | None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEnd:
+    """One end of a run of journal rows: the row's journal sequence and its ``ts`` (ms since the epoch)."""
+
+    id: int
+    ts_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFigures:
+    """How many journal rows, their bytes (``messages.size``), the oldest and the newest (None when no rows)."""
+
+    rows: int
+    bytes: int
+    oldest: JournalEnd | None
+    newest: JournalEnd | None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchFigures:
+    """The figures of one topic branch (a topic address's first path segment) or one queue (its whole name)."""
+
+    branch: str
+    kind: str
+    figures: JournalFigures
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStats:
+    """The whole journal's figures and each branch's, sorted by branch then kind."""
+
+    total: JournalFigures
+    branches: tuple[BranchFigures, ...]

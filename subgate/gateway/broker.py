@@ -36,9 +36,9 @@ from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
-from subgate.gateway.retention import Retention
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
+from subgate.gateway.store_reports import StoreReports
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.gateway.topic_admin import TopicAdmin
 from subgate.gateway.topic_control import TopicControl
@@ -70,14 +70,7 @@ class Broker:
         subscriptions = subscriptions or Subscriptions(router, journal, router.pager)
         self.connections = Connections()
         self.authority = Authority()
-        self.housekeeping = Housekeeping(settings, router, container, self.connections.links)
-        self.housekeeping.retention = Retention(
-            settings.retention,
-            settings.retention_interval,
-            journal,
-            self.housekeeping.schedule,
-            stale_below=router.pager.non_durable_after,
-        )
+        self.housekeeping = Housekeeping(settings, router, container, self.connections.links, journal=journal)
         self.control = TopicControl(
             settings.name,
             settings.reconnect_timeout,
@@ -97,8 +90,16 @@ class Broker:
             journal.submit_barrier,
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
+        store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.pipeline = Publishing(
-            settings, router, self.authority, self.housekeeping, self.lifecycle, subscriptions, topic_admin
+            settings,
+            router,
+            self.authority,
+            self.housekeeping,
+            self.lifecycle,
+            subscriptions,
+            topic_admin,
+            store_reports,
         )
         self.attacher = Attacher(
             settings,

@@ -2,8 +2,9 @@
 
 Owns scheduling a callback on the container (every handler's timers go through ``schedule``), the periodic
 pass (expiry of due messages, publisher credit resynchronisation, low-water marks of durable queues, the
-policy refresh), and watching nodes: a queue's scheduled deliveries get a timer, and a queue that withheld
-credit (memory policy ``block``) gives its publisher links credit again when it drains.
+policy refresh, the journal's retention passes: ``gateway.retention``), and watching nodes: a queue's
+scheduled deliveries get a timer, and a queue that withheld credit (memory policy ``block``) gives its publisher
+links credit again when it drains.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from proton import Event
 from proton.reactor import Container
 
 from subgate.engine.nodes import Queue, Topic, now_ms
+from subgate.engine.ports import JournalPort
 from subgate.gateway.guard import guarded
 from subgate.gateway.links import LinkState
 from subgate.gateway.retention import Retention
@@ -39,7 +41,13 @@ class Housekeeping:
     """Timers and the periodic pass (see the module docstring). ``links`` lists every open link's state."""
 
     def __init__(
-        self, settings: Settings, router: Router, container: Container, links: Callable[[], Iterable[LinkState]]
+        self,
+        settings: Settings,
+        router: Router,
+        container: Container,
+        links: Callable[[], Iterable[LinkState]],
+        *,
+        journal: JournalPort | None = None,
     ) -> None:
         self.settings = settings
         self.router = router
@@ -49,7 +57,12 @@ class Housekeeping:
         self.on_policy_refresh: Callable[[], None] | None = None
         self._since_policy_refresh = 0.0
         self._scheduled: dict[str, int] = {}
-        self.retention: Retention | None = None  # the journal's retention passes, started and stopped with these
+        # The journal's retention passes, started and stopped with the periodic pass (none without a journal).
+        self.retention: Retention | None = None
+        if journal is not None:
+            self.retention = Retention(
+                settings.retention, settings.retention_interval, journal, self.schedule, router.pager.non_durable_after
+            )
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         self.container.schedule(max(0.0, delay), _Timer(callback))  # type: ignore[arg-type]  # duck-typed handler

@@ -11,6 +11,9 @@ Type ``subscription``: QUERY (filters ``client-id``, ``global``, ``topic``), REA
 is no such durable subscription, 409 while consumers are attached. A subscription on a temporary topic
 (``$temp.…``) belongs to the connection that made the topic: READ and DELETE from any other connection get 403,
 and QUERY leaves it out.
+
+Types ``bookmark`` and ``journal`` are answered from the store (``gateway.store_reports``); ``topic`` and
+``permissions`` by ``gateway.topic_admin``.
 """
 
 from __future__ import annotations
@@ -80,8 +83,9 @@ def subscription_view(sub: Subscription) -> dict[str, Any]:
 _NO_SCOPE = "give 'client-id' (a string) or 'global' = true"
 
 
-def _key(props: dict[str, object]) -> SubscriptionKey | str:
-    """The durable subscription a READ or DELETE names, or what is wrong with the request."""
+def requested_key(props: dict[str, object]) -> SubscriptionKey | str:
+    """The durable subscription a READ or DELETE names (``name`` plus ``client-id`` or ``global``), or what is
+    wrong with the request."""
     name = props.get("name")
     if not isinstance(name, str) or not name:
         return "'name' (a string) is required"
@@ -103,7 +107,7 @@ def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str],
         return Response(200, "OK", _query(subscriptions, props, owns))
     if request.operation not in ("READ", "DELETE"):
         return Response(501, f"unknown operation {request.operation!r} for type 'subscription'")
-    key = _key(props)
+    key = requested_key(props)
     if isinstance(key, str):
         return Response(400, key)
     sub = subscriptions.get(key)
@@ -123,8 +127,12 @@ def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str],
 
 
 def _foreign(sub: Subscription, owns: Callable[[str], bool]) -> bool:
-    """A subscription on a temporary topic that the asking connection did not make."""
-    return is_temporary(sub.details.topic) and not owns(sub.details.topic)
+    return foreign_topic(sub.details.topic, owns)
+
+
+def foreign_topic(topic: str, owns: Callable[[str], bool]) -> bool:
+    """A subscription on ``topic`` is on a temporary topic that the asking connection did not make."""
+    return is_temporary(topic) and not owns(topic)
 
 
 def _query(subscriptions: Subscriptions, props: dict[str, object], owns: Callable[[str], bool]) -> list[dict[str, Any]]:

@@ -16,7 +16,8 @@ Owns the straight chain every published message goes through, on the reactor thr
    credit comes back.
 
 A message with no row goes from 3 straight to 6 and 7. Requests to ``$management`` come in on a publisher link
-too (``manage``); a reply to a journaled node goes through 4 to 6 with no transfer to confirm.
+too (``manage``); a reply to a journaled node goes through 4 to 6 with no transfer to confirm. A request answered
+from the store (``gateway.store_reports``) is replied to when the journal writer's answer comes back.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
 from subgate.gateway.router import Ingest, Router
 from subgate.gateway.settings import Settings
+from subgate.gateway.store_reports import STORE_TYPES, StoreReports
 from subgate.gateway.subscriptions import Subscriptions
 from subgate.gateway.topic_admin import PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
 from subgate.gateway.transacting import Transacting
@@ -81,6 +83,7 @@ class Publishing:
         closer: Closer,
         subscriptions: Subscriptions,
         topic_admin: TopicAdmin,
+        store_reports: StoreReports,
     ) -> None:
         self.settings = settings
         self.router = router
@@ -89,6 +92,7 @@ class Publishing:
         self.closer = closer
         self.subscriptions = subscriptions
         self.topic_admin = topic_admin
+        self.store_reports = store_reports
         self.transacting = Transacting(router, self.route)
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
@@ -265,15 +269,25 @@ class Publishing:
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed management request: {exc}")
             return
+        owns = self.authority.owned_by(inbound.conn)
+        response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
         elif request.type in publisher_admin.TYPES:
             response = publisher_admin.handle(request, self.router, self.marks)
+        elif request.type in STORE_TYPES:
+            # Answered from the store: the reply goes out when the journal writer's answer comes back.
+            response = self.store_reports.handle(request, owns, lambda answer: self._reply(request, answer))
         else:
-            response = management.handle(request, self.subscriptions, self.authority.owned_by(inbound.conn))
-        log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
+            response = management.handle(request, self.subscriptions, owns)
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
+        if response is not None:
+            self._reply(request, response)
+
+    def _reply(self, request: management.Request, response: management.Response) -> None:
+        """Send ``response`` to the request's reply-to node."""
+        log.info("management %s %s: %d %s", request.operation, request.type, response.status, response.description)
         node = self.router.node(request.reply_to or "")
         if node is None:
             log.info("management response dropped: no node at reply-to %r", request.reply_to)

@@ -1,7 +1,7 @@
 """Placing a replay: where a new topic subscription with a ``subgate-bookmark`` filter starts (design.md §3).
 
 Owns the attach's wait for the journal: a start that needs the store (EPOCH, a time, bookmarks) is asked of the
-journal writer (``JournalPort.submit_request``, answered on the reactor after everything submitted before it is
+journal writer (``JournalPort.submit_read``, answered on the reactor after everything submitted before it is
 committed) while the attach is held by a ``HeldReplay`` link state; the answer is kept for the link and the
 attach is run again, which then finds it (``take``). NOW needs nothing from the store. The rules (what a value
 means, which bookmark is unknown) are ``mapping.bookmarks``'; the reactor never waits on the database.
@@ -92,7 +92,7 @@ class Replays:
             self._placed[link] = self._placed_from(request, outcome)
             resume()
 
-        self._journal.submit_request(read, answered)
+        self._journal.submit_read(read, answered)
 
     @staticmethod
     def _placed_from(request: ReplayRequest, outcome: ReplayAnswer | BaseException | None) -> Placed | Refused:

@@ -1,7 +1,7 @@
 """Retention passes over the journal, driven from the reactor thread (``mapping.retention`` states the rule).
 
 Owns the timing: every ``--retention-interval`` seconds a pass starts at the bottom of the journal and asks the
-journal writer for one bounded step at a time (``JournalPort.submit_request``: a window of sequences); each
+journal writer for one bounded step at a time (``JournalPort.submit_read``: a window of sequences); each
 answer starts the next step until the pass has reached the last row old enough. The reactor never waits: it
 only submits a step and takes the answer. Delivery does not stall: a step is a short statement between two
 batches of the writer, and consumers read what is in memory or in pages meanwhile.
@@ -58,7 +58,7 @@ class Retention:
 
     def _step(self, after: int) -> None:
         run = RetentionRun(self._cutoff_ms, after, STEP_WINDOW, self._stale_below)
-        self._journal.submit_request(run, self._answered)
+        self._journal.submit_read(run, self._answered)
 
     def _answered(self, outcome: RetentionAnswer | BaseException | None) -> None:
         if not isinstance(outcome, RetentionAnswer):

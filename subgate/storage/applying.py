@@ -4,8 +4,8 @@ Owns the table ``APPLY`` (operation type -> apply function) and the functions in
 batch's operations through it, in order, on the writer thread. Message and ack rows are gathered and written
 in bulk (``storage.bulk``: the hot path); every other operation first writes the rows gathered before it, so
 reads see them and structural writes (node, cursor, low-water, failures) keep their place relative to them
-(docs/threading.md, rule 5). What a batch returns is the tickets of its ticketed operations, in order, a page
-read's as a ``PageAnswer`` holding the rows.
+(docs/threading.md, rule 5). What a batch returns is the tickets of its ticketed operations, in order, a read's
+(a page, a bookmark, the journal's figures) as a ``ReadAnswer`` holding what it read.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
 
-from subgate.engine.records import NewMessage, ReplayAnswer, RetentionAnswer, StoredMessage
+from subgate.engine.records import NewMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
+from subgate.storage.journal_stats import journal_stats, read_bookmark
 from subgate.storage.models import (
     Ack,
     AckCursor,
@@ -42,6 +43,8 @@ from subgate.storage.operations import (
     DropSubscription,
     MoveLowWater,
     Operation,
+    ReadBookmark,
+    ReadJournalStats,
     ReadPage,
     ReadReplay,
     RecordFailures,
@@ -60,22 +63,23 @@ _SUBSCRIPTIONS = table_of(Subscription)
 _REMOVALS = table_of(RemovalRegistration)
 
 
-class PageAnswer:
-    """A read's token (a ticket until claimed) with its answer (a page's rows, or a ``ReplayAnswer``): called
-    like a barrier token, it calls ``token(rows)`` (or ``token(error)`` when the batch failed)."""
+class ReadAnswer:
+    """A read's token (a ticket until claimed) with what it read (a page's rows, a ``Bookmark`` or None, the
+    ``JournalStats``): called like a barrier token, it calls ``token(result)`` (or ``token(error)`` when the
+    batch failed)."""
 
-    __slots__ = ("token", "rows")
+    __slots__ = ("token", "result")
 
-    def __init__(self, token: Any, rows: list[StoredMessage] | ReplayAnswer | RetentionAnswer) -> None:
+    def __init__(self, token: Any, result: object) -> None:
         self.token = token
-        self.rows = rows
+        self.result = result
 
-    def claimed(self, token: Any) -> PageAnswer:
+    def claimed(self, token: Any) -> ReadAnswer:
         """The same answer for ``token`` (the one its ticket stands for)."""
-        return PageAnswer(token, self.rows)
+        return ReadAnswer(token, self.result)
 
     def __call__(self, error: BaseException | None) -> None:
-        self.token(self.rows if error is None else error)
+        self.token(self.result if error is None else error)
 
 
 class OpenBatch:
@@ -88,7 +92,7 @@ class OpenBatch:
         self.conn = conn
         self.messages: list[NewMessage] = []
         self.acks: list[tuple[int, int]] = []
-        self.tickets: list[int | PageAnswer] = []
+        self.tickets: list[int | ReadAnswer] = []
 
     def flush(self) -> None:
         """Write the message and ack rows gathered so far."""
@@ -101,8 +105,8 @@ class OpenBatch:
             self.acks.clear()
 
 
-def apply_batch(conn: Connection, batch: Sequence[Operation]) -> list[int | PageAnswer]:
-    """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (page reads: answers)."""
+def apply_batch(conn: Connection, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
+    """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (reads: answers)."""
     open_batch = OpenBatch(conn)
     apply = APPLY
     for op in batch:
@@ -134,17 +138,27 @@ def _barrier(batch: OpenBatch, op: Barrier) -> None:
 # -- after the rows gathered before them ------------------------------------------------------------------------
 def _read_page(batch: OpenBatch, op: ReadPage) -> None:
     batch.flush()
-    batch.tickets.append(PageAnswer(op.ticket, read_page(batch.conn, op.read)))
+    batch.tickets.append(ReadAnswer(op.ticket, read_page(batch.conn, op.read)))
+
+
+def _read_bookmark(batch: OpenBatch, op: ReadBookmark) -> None:
+    batch.flush()
+    batch.tickets.append(ReadAnswer(op.ticket, read_bookmark(batch.conn, op.read)))
+
+
+def _read_journal_stats(batch: OpenBatch, op: ReadJournalStats) -> None:
+    batch.flush()
+    batch.tickets.append(ReadAnswer(op.ticket, journal_stats(batch.conn)))
 
 
 def _read_replay(batch: OpenBatch, op: ReadReplay) -> None:
     batch.flush()
-    batch.tickets.append(PageAnswer(op.ticket, resolve_replay(batch.conn, op.read)))
+    batch.tickets.append(ReadAnswer(op.ticket, resolve_replay(batch.conn, op.read)))
 
 
 def _retain(batch: OpenBatch, op: Retain) -> None:
     batch.flush()
-    batch.tickets.append(PageAnswer(op.ticket, retain(batch.conn, op.run)))
+    batch.tickets.append(ReadAnswer(op.ticket, retain(batch.conn, op.read)))
 
 
 def _create_node(batch: OpenBatch, op: CreateNode) -> None:
@@ -274,6 +288,8 @@ APPLY: Mapping[type[Operation], Callable[[OpenBatch, Any], None]] = {
     ReadPage: _read_page,
     ReadReplay: _read_replay,
     Retain: _retain,
+    ReadBookmark: _read_bookmark,
+    ReadJournalStats: _read_journal_stats,
     CreateNode: _create_node,
     DropNode: _drop_node,
     RegisterRemoval: _register_removal,

@@ -33,8 +33,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
-from subgate.storage.applying import PageAnswer, apply_batch
+from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
+from subgate.storage.applying import ReadAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
     Acknowledge,
@@ -51,11 +51,10 @@ from subgate.storage.operations import (
     MoveLowWater,
     Operation,
     ReadPage,
-    ReadReplay,
     RecordFailures,
     RegisterRemoval,
-    Retain,
     SetSubscriptionConsumers,
+    reading,
 )
 
 log = logging.getLogger("subgate.journal")
@@ -97,8 +96,8 @@ class TokenTable:
             [self._redeem(ticket) for ticket in result.failed],
         )
 
-    def _redeem(self, ticket: int | PageAnswer) -> Any:
-        if isinstance(ticket, PageAnswer):
+    def _redeem(self, ticket: int | ReadAnswer) -> Any:
+        if isinstance(ticket, ReadAnswer):
             return ticket.claimed(self._held.pop(ticket.token))
         return self._held.pop(ticket)
 
@@ -186,13 +185,11 @@ class JournalWriter:
         ``StoredMessage`` rows, or with the exception if the read failed."""
         self._queue.put(ReadPage(read, self._ticket(token)))
 
-    def submit_request(self, request: ReplayRead | RetentionRun, token: Callable[[Any], None]) -> None:
-        """A request the writer answers once everything submitted before it is committed: where a replay starts
-        (``storage.replay.resolve_replay``: a ``ReplayAnswer``) or one step of a retention pass
-        (``storage.retention.retain``: a ``RetentionAnswer``). ``token`` is called on the reactor thread with the
-        answer, or with the exception."""
-        ticket = self._ticket(token)
-        self._queue.put(ReadReplay(request, ticket) if isinstance(request, ReplayRead) else Retain(request, ticket))
+    def submit_read(self, read: StoreRead, token: Callable[[Any], None]) -> None:
+        """An operator read (a bookmark, the journal's figures: ``storage.journal_stats``), run once everything
+        submitted before it is committed; ``token`` is called on the reactor thread with what it read, or with the
+        exception if the read failed."""
+        self._queue.put(reading(read, self._ticket(token)))
 
     def submit_barrier(self, token: Any) -> None:
         """``token`` comes back in a BatchResult once everything submitted before it is committed."""
@@ -257,6 +254,6 @@ class JournalWriter:
                     failed.append(op.ticket)
         return tokens, failed, error
 
-    def _apply(self, batch: Sequence[Operation]) -> list[int | PageAnswer]:
+    def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
         with self._engine.begin() as conn:
             return apply_batch(conn, batch)

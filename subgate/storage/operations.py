@@ -12,6 +12,8 @@ which stays in the writer's table on the submitting side (docs/threading.md).
     ReadPage               a page of a backlog, after what precedes it    ticketed  (answers with the rows)
     ReadReplay             where a replay starts (bookmarks, a time)      ticketed  (answers with a ReplayAnswer)
     Retain                 one bounded step of a retention pass           ticketed  (answers with a RetentionAnswer)
+    ReadBookmark           a subscription's bookmark (operator READ)      ticketed  (answers with a ``Bookmark``)
+    ReadJournalStats       the journal's figures (operator READ)          ticketed  (answers with ``JournalStats``)
     Barrier                nothing: comes back once what precedes it is   ticketed
     RecordFailures         a message's failed-delivery count on a cursor
     MoveLowWater           a cursor's low-water mark (forward only), dropping the acks and failures below it
@@ -28,7 +30,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from subgate.engine.records import NewMessage, PageRead, ReplayRead, RetentionRun, SubscriptionRecord
+from subgate.engine.records import (
+    BookmarkRead,
+    JournalStatsRead,
+    NewMessage,
+    PageRead,
+    ReplayRead,
+    RetentionRun,
+    StoreRead,
+    SubscriptionRecord,
+)
 
 # The two operations built once per message on the reactor thread set their slots through the slots' descriptors
 # rather than the frozen dataclass's ``object.__setattr__`` per field: ≈0.18 µs less per operation, about 40 % of
@@ -86,8 +97,24 @@ class ReadReplay:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadBookmark:
+    """``$management`` READ of a subscription's bookmark (``storage.journal_stats.read_bookmark``)."""
+
+    read: BookmarkRead
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
 class Retain:
-    run: RetentionRun
+    read: RetentionRun
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadJournalStats:
+    """``$management`` READ of the journal's figures (``storage.journal_stats.journal_stats``)."""
+
+    read: JournalStatsRead
     ticket: int
 
 
@@ -171,10 +198,36 @@ class DropRemoval:
     row_id: int
 
 
-Ticketed = AppendMessage | CommitTransaction | ReadPage | ReadReplay | Retain | Barrier
+StoreReading = ReadBookmark | ReadJournalStats | ReadReplay | Retain
+"""The reads (and retention steps) of ``JournalWriter.submit_read``, one operation per kind of
+``engine.records.StoreRead``: each is answered after everything submitted before it is committed."""
+
+_READING: dict[type, type[StoreReading]] = {
+    BookmarkRead: ReadBookmark,
+    JournalStatsRead: ReadJournalStats,
+    ReplayRead: ReadReplay,
+    RetentionRun: Retain,
+}
+
+
+def reading(read: StoreRead, ticket: int) -> StoreReading:
+    """The operation that runs ``read``."""
+    return _READING[type(read)](read, ticket)  # type: ignore[arg-type]  # each pairs with its own read type
+
+
+Ticketed = AppendMessage | CommitTransaction | ReadPage | StoreReading | Barrier
 """The operations whose ticket comes back in a ``BatchResult`` (in ``tokens``, or in ``failed``)."""
 
-TICKETED: tuple[type[Ticketed], ...] = (AppendMessage, CommitTransaction, ReadPage, ReadReplay, Retain, Barrier)
+TICKETED: tuple[type[Ticketed], ...] = (
+    AppendMessage,
+    CommitTransaction,
+    ReadPage,
+    ReadBookmark,
+    ReadJournalStats,
+    ReadReplay,
+    Retain,
+    Barrier,
+)
 
 Operation = (
     Ticketed

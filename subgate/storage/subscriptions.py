@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, Row, Select, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from subgate.engine.records import SubscriptionRecord
@@ -46,7 +47,7 @@ def list_subscriptions(
     # NULLs sort first on SQLite and last on PostgreSQL: order by "is global" explicitly.
     is_scoped = Subscription.client_id.is_not(None)
     stmt = stmt.order_by(is_scoped, Subscription.client_id, Subscription.name, Subscription.kind, Subscription.id)
-    return [_record(row) for row in session.scalars(stmt)]
+    return [subscription_record(row) for row in session.scalars(stmt)]
 
 
 def find_subscription(session: Session, name: str, *, client_id: str | None) -> SubscriptionRecord | None:
@@ -55,14 +56,19 @@ def find_subscription(session: Session, name: str, *, client_id: str | None) -> 
     A durable and a shared volatile subscription may carry the same name (separate namespaces, §2.8); the
     durable one is returned then.
     """
-    stmt = (
+    row = session.scalar(lookup_statement(name, client_id))
+    return None if row is None else subscription_record(row)
+
+
+def lookup_statement(name: str, client_id: str | None) -> Select[Any]:
+    """The look-up of ``find_subscription`` (the durable one first); on a ``Connection`` its rows are the
+    columns, which ``subscription_record`` takes as well."""
+    return (
         select(Subscription)
         .where(Subscription.name == name, _owner_is(client_id))
         .order_by(Subscription.durable.desc(), Subscription.id)
         .limit(1)
     )
-    row = session.scalar(stmt)
-    return None if row is None else _record(row)
 
 
 def delete_subscription(session: Session, record: SubscriptionRecord) -> None:
@@ -124,7 +130,8 @@ def delete_cursor(session: Session, cursor_id: int) -> None:
     session.execute(delete(AckCursor).where(AckCursor.id == cursor_id))
 
 
-def _record(row: Subscription) -> SubscriptionRecord:
+def subscription_record(row: Subscription | Row[Any]) -> SubscriptionRecord:
+    """A stored subscription (an ORM object, or a row of its columns) as a plain record."""
     return SubscriptionRecord(
         id=row.id,
         kind=row.kind,

@@ -15,7 +15,14 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from subgate.engine.records import PageRead, ReplayRead, RetentionRun, SubscriptionRecord
+from subgate.engine.records import (
+    BookmarkRead,
+    JournalStatsRead,
+    PageRead,
+    ReplayRead,
+    RetentionRun,
+    SubscriptionRecord,
+)
 from subgate.storage.applying import APPLY
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
 from subgate.storage.operations import (
@@ -33,6 +40,8 @@ from subgate.storage.operations import (
     DropSubscription,
     MoveLowWater,
     Operation,
+    ReadBookmark,
+    ReadJournalStats,
     ReadPage,
     ReadReplay,
     RecordFailures,
@@ -52,6 +61,8 @@ SAMPLES: list[Operation] = [
     ReadPage(PageRead(1, "q", 0, 10, 5), 3),
     ReadReplay(ReplayRead("t", (("p", 1),), 5), 8),
     Retain(RetentionRun(5, 0, 100, 0), 9),
+    ReadBookmark(BookmarkRead("s", "c1"), 5),
+    ReadJournalStats(JournalStatsRead(), 6),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),
