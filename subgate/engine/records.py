@@ -57,6 +57,7 @@ class StoredMessage:
     expires_ms: int | None = None
     deliver_ms: int | None = None
     publisher_id: str | None = None  # "<container-id>/<link name>" of the publishing link
+    address: str | None = field(default=None, compare=False)  # the node it was published to
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class PageRead:
     upto: int
     limit: int
     non_durable_after: int = 0
+    prefix: bool = False  # ``address`` is a topic path prefix: the rows of every topic at or under it ("" = all)
 
 
 @dataclass(frozen=True, slots=True)

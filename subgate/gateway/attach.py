@@ -355,17 +355,29 @@ class Attacher:
             raise Refused(NOT_IMPLEMENTED, "durable subscriptions to a topic selector are not supported")
         self.authority.check(state, Permission.SELECT_TOPIC, selector.prefix)
         matcher = _compile(filters.selector)
+        placed = None
+        if filters.replay is not None:
+            placed = self._placed(link, state, filters.replay, "", self.replays.take(link))
+            if placed is None:
+                return  # held while the journal places its replay (gateway.replay)
         no_local_id = state.container_id if filters.no_local else None
         router = self.router
         queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
         queue.limit_memory(router.memory_limit)
         self.housekeeping.watch_schedule(queue)
-        accepts = subscription_filter(router.last_seq, no_local_id, matcher)
+        start = router.last_seq
+        readable = self.authority.readable(state)
+        accepts = subscription_filter(start, no_local_id, matcher)
         outbound = SelectorConsumer(link, state, queue, router.topics, self.transacting)
-        outbound.selector_sub = router.topics.subscribe(selector, queue, accepts, self.authority.readable(state))
+        outbound.selector_sub = router.topics.subscribe(selector, queue, accepts, readable)
+        if placed is not None and placed.point.after < start:
+            self.subscriptions.replay_selector(queue, selector, readable, no_local_id, matcher, placed, start)
         queue.add_consumer(outbound)
         state.adopt(outbound)
-        accept_consumer(link, None, filters.selector, filters.no_local)
+        echo = None
+        if placed is not None and filters.replay is not None and filters.replay_key is not None:
+            echo = (filters.replay_key, filters.replay.value)
+        accept_consumer(link, None, filters.selector, filters.no_local, echo)
 
     def _open_fetch(self, link: Link, state: ConnectionState, selector: Selector | None) -> None:
         """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""

@@ -127,21 +127,29 @@ class Pager:
         self.pages = 0
 
     def attach(
-        self, queue: Queue, cursor_id: int, address: str, accepts: RowFilter | None = None, *, replaying: bool = False
+        self,
+        queue: Queue,
+        cursor_id: int,
+        address: str,
+        accepts: RowFilter | None = None,
+        *,
+        replaying: bool = False,
+        prefix: bool = False,
     ) -> None:
         """From now on ``queue`` keeps at most about ``page_messages`` messages in memory. A queue that replays
         (``cursor_id`` 0 when it has no cursor: no acks to leave out) pages even when paging is off, by
-        ``REPLAY_PAGE``: a replay of any length is read in pages."""
+        ``REPLAY_PAGE``: a replay of any length is read in pages. With ``prefix``, ``address`` is a topic path
+        prefix (a topic selector's replay: ``accepts`` keeps the rows of the topics it selects)."""
         limit = self.page_messages if self.page_messages > 0 else (REPLAY_PAGE if replaying else 0)
         if limit <= 0:
             return
 
         def on_page(q: Queue, after: int, upto: int, limit: int) -> None:
-            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after, prefix)
             self._writer.submit_page(read, _PageToken(self, q, read, accepts))
 
         def on_browse(browser: Browser, after: int, upto: int, limit: int) -> None:
-            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after)
+            read = PageRead(cursor_id, address, after, upto, limit, self.non_durable_after, prefix)
             self._writer.submit_page(read, _BrowseToken(browser, read, accepts))
 
         queue.use_journal_pages(limit, on_page, on_browse)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
-from subgate.engine.records import SubscriptionRecord
+from subgate.engine.records import StoredMessage, SubscriptionRecord
 from subgate.gateway.paging import Pager, row_filter
 from subgate.gateway.replay import Placed
 from subgate.gateway.router import JournalCursor, Router
@@ -27,6 +27,7 @@ from subgate.mapping.subscriptions import (
     queue_name,
     removed_on_detach,
 )
+from subgate.topics import Selector
 
 log = logging.getLogger("subgate.subscriptions")
 
@@ -188,6 +189,30 @@ class Subscriptions:
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
         return sub
+
+    def replay_selector(
+        self,
+        queue: Queue,
+        selector: Selector,
+        readable: Callable[[str], bool] | None,
+        no_local_id: str | None,
+        matcher: Matcher | None,
+        replay: Placed,
+        start: int,
+    ) -> None:
+        """A topic selector consumer's replay: the journal's rows of every topic it selects (and may read), from
+        ``replay`` up to ``start``, in journal order, read in pages under the selector's path prefix; later
+        messages arrive live through its topics."""
+        base = row_filter(no_local_id, matcher, replay.point.skip)
+
+        def accepts(stored: StoredMessage) -> bool:
+            address = stored.address or ""
+            if not selector.matches(address) or (readable is not None and not readable(address)):
+                return False
+            return base is None or base(stored)
+
+        self._pager.attach(queue, 0, selector.prefix, accepts, replaying=True, prefix=True)
+        queue.page_from(replay.point.after, start, replay.rows)
 
     def add_consumer(self, sub: Subscription, consumer: object) -> None:
         sub.consumers.append(consumer)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from subgate.engine.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
@@ -39,11 +39,17 @@ def load_catalog(session: Session) -> Catalog:
 
 
 def _backlog_stmt(
-    cursor_id: int, address: str, after: int, upto: int | None = None, non_durable_after: int = 0
+    cursor_id: int,
+    address: str,
+    after: int,
+    upto: int | None = None,
+    non_durable_after: int = 0,
+    prefix: bool = False,
 ) -> Select[Any]:
     """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order; rows with
     ``durable = false`` only above ``non_durable_after`` (non-persistent messages written before the last start
-    are gone)."""
+    are gone). With ``prefix``, ``address`` is a topic path prefix and the rows are those of every topic at or
+    under it (a topic selector's replay)."""
     acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
     failures = (
         select(DeliveryFailure.failures)
@@ -58,9 +64,10 @@ def _backlog_stmt(
             JournalMessage.expires_at,
             JournalMessage.deliver_at,
             JournalMessage.publisher_id,
+            JournalMessage.address,
         )
         .where(
-            JournalMessage.address == address,
+            _under(address) if prefix else JournalMessage.address == address,
             JournalMessage.id > after,
             JournalMessage.id.not_in(acked),
         )
@@ -71,8 +78,18 @@ def _backlog_stmt(
     return stmt if upto is None else stmt.where(JournalMessage.id <= upto)
 
 
+def _under(prefix: str) -> ColumnElement[bool]:
+    """Rows of the topics at or under the path ``prefix`` (every topic for "")."""
+    topic = JournalMessage.node_kind == "topic"
+    if not prefix:
+        return topic
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    below = JournalMessage.address.like(escaped + "/%", escape="\\")
+    return and_(topic, or_(JournalMessage.address == prefix, below))
+
+
 def _stored(row: Any) -> StoredMessage:
-    return StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5])
+    return StoredMessage(row[0], row[1], row[2] or 0, _ms(row[3]), _ms(row[4]), row[5], row[6])
 
 
 def backlog(
@@ -101,7 +118,7 @@ def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int,
 
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:
     """One page of a backlog (``PageRead``), on a connection the caller owns (the journal writer's)."""
-    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto, read.non_durable_after)
+    stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto, read.non_durable_after, read.prefix)
     return [_stored(row) for row in conn.execute(stmt.limit(read.limit))]
 
 

@@ -262,18 +262,19 @@ def test_live_journal_stats_per_branch_then_the_same_offline(make_server, store_
     jobs = sender(app1, "jobs", "queue")
     for number in range(4):
         jobs.send(Message(body=f"job-{number}", durable=True))
-    publish(app1, "news", "not journaled: no durable subscription")
+    publish(app1, "news", "journaled for replay, though nobody subscribes")
 
     stats = live_json(server, "journal", "stats")
-    assert stats["rows"] == 9
+    assert stats["rows"] == 10
     assert [(b["branch"], b["kind"], b["rows"]) for b in stats["branches"]] == [
         ("jobs", "queue", 4),
+        ("news", "topic", 1),
         ("prices", "topic", 5),
     ]
-    assert stats["bytes"] == sum(b["bytes"] for b in stats["branches"]) and stats["bytes"] > 9 * 10
+    assert stats["bytes"] == sum(b["bytes"] for b in stats["branches"]) and stats["bytes"] > 10 * 10
     jobs_ids, prices_ids = journal_ids(store_url, "jobs"), journal_ids(store_url, "prices")
-    fx_ids = journal_ids(store_url, "prices/fx/EURUSD")
-    assert [stats["oldest"]["id"], stats["newest"]["id"]] == [prices_ids[0], jobs_ids[-1]]
+    fx_ids, news_ids = journal_ids(store_url, "prices/fx/EURUSD"), journal_ids(store_url, "news")
+    assert [stats["oldest"]["id"], stats["newest"]["id"]] == [prices_ids[0], news_ids[-1]]
     branch = {b["branch"]: b for b in stats["branches"]}
     assert [branch["jobs"]["oldest"]["id"], branch["jobs"]["newest"]["id"]] == [jobs_ids[0], jobs_ids[-1]]
     assert [branch["prices"]["oldest"]["id"], branch["prices"]["newest"]["id"]] == [prices_ids[0], fx_ids[-1]]
@@ -284,6 +285,7 @@ def test_live_journal_stats_per_branch_then_the_same_offline(make_server, store_
     assert table.exit_code == 0, table.output
     assert [line.split()[:4] for line in table.stdout.splitlines()[7:]] == [
         ["jobs", "queue", "4", str(branch["jobs"]["bytes"])],
+        ["news", "topic", "1", str(branch["news"]["bytes"])],
         ["prices", "topic", "5", str(branch["prices"]["bytes"])],
     ]
     app1.close()

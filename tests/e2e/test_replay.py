@@ -279,3 +279,24 @@ def test_the_seam_between_replay_and_live_delivery_has_no_gap_and_no_duplicate(b
     finally:
         sub_conn.close()
         pub_conn.close()
+
+
+def test_a_topic_selector_replays_its_topics_in_journal_order(broker, uid):
+    conn = connect(broker.url)
+    try:
+        a, b, other = sender(conn, f"sel/{uid}/a", "topic"), sender(conn, f"sel/{uid}/b", "topic"), None
+        other = sender(conn, f"elsewhere/{uid}", "topic")
+        expected = []
+        for i in range(60):
+            target = a if i % 3 == 0 else b if i % 3 == 1 else other
+            target.send(Message(body=f"m{i}", durable=True))
+            if target is not other:
+                expected.append(f"m{i}")
+        rcv = subscribe(conn, f">sel/{uid}/", EPOCH)
+        assert echoed(rcv) == {BOOKMARK_KEY: EPOCH}
+        assert bodies(drain(rcv, len(expected))) == expected
+        assert nothing_arrives(rcv)
+        b.send(Message(body="live", durable=True))
+        assert bodies(drain(rcv, 1)) == ["live"]
+    finally:
+        conn.close()

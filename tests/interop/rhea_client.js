@@ -34,6 +34,7 @@ receive:
   --outcome accept|reject|release|modify-failed|modify-undeliverable|none   (default accept)
   --drain-after-ms T                   after T ms request a drain and stop when it completes
   --link-name NAME  --selector EXPR  --durable-subscription  --detach (detach instead of closing)
+  --bookmark VALUE                     subgate's replay filter (0, 0|1|, YYYYmmddTHHMMSS, a bookmark or a list)
 `;
 
 // ---------------------------------------------------------------- output
@@ -375,6 +376,12 @@ function cmd_receive(opts) {
         if (caps.length) source.capabilities = caps;
         if (opts['durable-subscription']) { source.durable = 2; source.expiry_policy = 'never'; }
         if (opts.selector) source.filter = rhea.filter.selector(opts.selector);
+        if (opts.bookmark !== undefined) {
+            // subgate's replay filter (design.md §3): described type with a symbolic descriptor.
+            source.filter = Object.assign(source.filter || {}, {
+                'subgate-bookmark': rhea.types.wrap_described(String(opts.bookmark), 'subgate:bookmark:string'),
+            });
+        }
         const link_opts = {source: source, credit_window: 0, autoaccept: false};
         if (opts['link-name']) link_opts.name = opts['link-name'];
         const receiver = conn.open_receiver(link_opts);
