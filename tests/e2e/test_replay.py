@@ -300,3 +300,57 @@ def test_a_topic_selector_replays_its_topics_in_journal_order(broker, uid):
         assert bodies(drain(rcv, 1)) == ["live"]
     finally:
         conn.close()
+
+
+# -- every start value on every kind of subscription -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def journaled(shared_server: SubgateProcess) -> dict[str, Any]:
+    """Six messages on one topic, a UTC second stamp between the third and the fourth, and their bookmarks."""
+    topic = f"replay/matrix/{uuid.uuid4().hex[:8]}"
+    conn = connect(shared_server.url)
+    try:
+        publish(conn, topic, ["m0", "m1", "m2"])
+        time.sleep(1.1)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        time.sleep(1.1)
+        publish(conn, topic, ["m3", "m4", "m5"])
+        marks = [bookmark_of(m) for m in drain(subscribe(conn, topic, EPOCH), 6)]
+    finally:
+        conn.close()
+    return {"topic": topic, "stamp": stamp, "marks": marks}
+
+
+KINDS = {
+    "plain": ((), False),
+    "durable": ((), True),
+    "shared-durable": (("shared",), True),
+    "shared-volatile": (("shared",), False),
+    "shared-global": (("shared", "global"), True),
+    "selector": ((), False),
+}
+VALUES = {
+    "epoch": (lambda data: EPOCH, ["m0", "m1", "m2", "m3", "m4", "m5"]),
+    "now": (lambda data: NOW, []),
+    "time": (lambda data: data["stamp"], ["m3", "m4", "m5"]),
+    "bookmark": (lambda data: data["marks"][1], ["m2", "m3", "m4", "m5"]),
+    "list": (lambda data: f"{data['marks'][3]},{data['marks'][1]}", ["m2", "m4", "m5"]),
+}
+
+
+@pytest.mark.parametrize("value_name", list(VALUES))
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_start_value_on_every_kind_of_subscription(broker, journaled, kind, value_name):
+    caps, durable = KINDS[kind]
+    value_of, expected = VALUES[value_name]
+    value = value_of(journaled)
+    address = f"*{journaled['topic']}" if kind == "selector" else journaled["topic"]  # a full-path regex
+    conn = connect(broker.url, container_id=f"matrix-{uuid.uuid4().hex[:8]}")
+    try:
+        rcv = subscribe(conn, address, value, *caps, name=f"{kind}-{value_name}", durable=durable)
+        assert echoed(rcv) == {BOOKMARK_KEY: value}
+        assert bodies(drain(rcv, len(expected))) == expected
+        assert nothing_arrives(rcv, 0.3)
+        if durable:
+            rcv.close()  # closed (not detached): the subscription goes
+    finally:
+        conn.close()

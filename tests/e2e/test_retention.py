@@ -100,3 +100,28 @@ def test_retention_deletes_old_accepted_rows_and_keeps_what_is_still_needed(make
         assert receive_bodies(receiver(conn, "ret.q", "queue"), 6) == [f"q{i}" for i in range(4, 10)]
     finally:
         conn.close()
+
+
+def test_retention_runs_while_subscribers_replay_and_consume(make_server, store_url):
+    server = make_server(store_url, "--retention", "1s", "--retention-interval", "0.2", "--page-messages", "40")
+    conn = connect(server.url, container_id="slow-app")
+    try:
+        durable = conn.create_receiver("ret/slow", name="slow", credit=0, options=[Durable()])
+        publish = sender(conn, "ret/slow", "topic")
+        for i in range(400):
+            publish.send(Message(body=i, durable=True))
+        replaying = conn.create_receiver("ret/slow", name="replayer", credit=0, options=[Replay("0")])
+        replayed: list[int] = []
+        consumed: list[int] = []
+        for _ in range(8):  # about three seconds of slow consumers while retention passes run
+            replaying.flow(50)
+            replayed += receive_bodies(replaying, 50)
+            durable.flow(50)
+            consumed += receive_bodies(durable, 50)
+            time.sleep(0.4)
+        assert replayed == list(range(400)) and consumed == list(range(400))
+        assert nothing_arrives(durable) and nothing_arrives(replaying)
+        sender(conn, "ret.flush", "queue").send(Message(body="round trip"))
+        assert wait_for_rows(store_url, {"ret/slow": 0}).get("ret/slow", 0) == 0
+    finally:
+        conn.close()
