@@ -96,6 +96,14 @@ def _on_bytes(matcher: Callable[[bytes], bool] | None) -> Callable[[Message], bo
     return lambda message: matcher(message.raw)
 
 
+def _take_early_credit(outbound: Outbound) -> None:
+    """Credit the client granted before its attach was answered — while the attach was held for the
+    missing-topic handlers or for the journal to place a replay, the flow reached the held state — is taken now:
+    the client sends no other flow before it gets a message."""
+    if outbound.link.credit > 0 and not outbound.closed:
+        outbound.on_flow()
+
+
 class Attacher:
     """The attach handler (see the module docstring)."""
 
@@ -265,6 +273,7 @@ class Attacher:
             outbound.owns = node.name
         state.adopt(outbound)
         accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local, replay_echo)
+        _take_early_credit(outbound)
 
     def _open_subscription_browser(
         self, link: Link, state: ConnectionState, source: TerminusRequest, fqqn: tuple[str, str], filters: FilterRequest
@@ -378,6 +387,7 @@ class Attacher:
         if placed is not None and filters.replay is not None and filters.replay_key is not None:
             echo = (filters.replay_key, filters.replay.value)
         accept_consumer(link, None, filters.selector, filters.no_local, echo)
+        _take_early_credit(outbound)
 
     def _open_fetch(self, link: Link, state: ConnectionState, selector: Selector | None) -> None:
         """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""
@@ -388,8 +398,10 @@ class Attacher:
             t.current for t in self.router.topics.select(selector) if t.current is not None and readable(t.name)
         )
         queue = Queue(f"fetch#{state.container_id}/{link.name}", durable=False)
-        state.adopt(FetchConsumer(link, state, queue, values, self.closer, self.transacting))
+        fetcher = FetchConsumer(link, state, queue, values, self.closer, self.transacting)
+        state.adopt(fetcher)
         accept_consumer(link, None, None, False)
+        _take_early_credit(fetcher)
 
     def _open_lookup(self, link: Link, state: ConnectionState) -> None:
         """An unsubscribe lookup (null source): answer with the subscription's source, or not-found (§3.2)."""

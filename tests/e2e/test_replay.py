@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from proton import Described, Message, Terminus, symbol
-from proton.reactor import Copy, DurableSubscription, LinkOption
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, Copy, DurableSubscription, LinkOption
 from proton.utils import BlockingConnection, BlockingReceiver, LinkDetached
 
 from tests.e2e.conftest import STORES
@@ -354,3 +355,39 @@ def test_every_start_value_on_every_kind_of_subscription(broker, journaled, kind
             rcv.close()  # closed (not detached): the subscription goes
     finally:
         conn.close()
+
+
+class _PrefetchingReplayer(MessagingHandler):
+    """A proton ``MessagingHandler`` with its default prefetch: credit goes out with the attach, before the server
+    has answered it (and so while the server holds the attach to place the replay)."""
+
+    def __init__(self, url: str, topic: str, value: str, expected: int) -> None:
+        super().__init__(prefetch=10)
+        self.url, self.topic, self.value, self.expected = url, topic, value, expected
+        self.bodies: list[object] = []
+
+    def on_start(self, event: Any) -> None:
+        conn = event.container.connect(self.url)
+        event.container.create_receiver(conn, self.topic, options=[Bookmark(self.value)])
+        event.container.schedule(15.0, self)  # a bound: stop whatever happened
+
+    def on_message(self, event: Any) -> None:
+        self.bodies.append(event.message.body)
+        if len(self.bodies) >= self.expected:
+            event.connection.close()
+            event.container.stop()
+
+    def on_timer_task(self, event: Any) -> None:
+        event.container.stop()
+
+
+def test_credit_granted_before_a_held_attach_is_answered_is_used(broker, uid):
+    topic = f"replay/prefetch/{uid}"
+    conn = connect(broker.url)
+    try:
+        publish(conn, topic, [f"m{i}" for i in range(5)])
+    finally:
+        conn.close()
+    handler = _PrefetchingReplayer(broker.url, topic, EPOCH, 5)
+    Container(handler).run()
+    assert handler.bodies == [f"m{i}" for i in range(5)]
