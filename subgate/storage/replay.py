@@ -15,14 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from subgate.engine.records import NewMessage, ReplayAnswer, ReplayRead
-from subgate.storage.bulk import utc_from_ms
-from subgate.storage.models import JournalMessage, Publisher, table_of
+from subgate.storage.bulk import upsert_high_water
+from subgate.storage.models import JournalMessage, Publisher
 
-_PUBLISHERS = table_of(Publisher)
 _MAX_PROBES = 80  # a binary search over 64-bit sequences ends well within this
 
 
@@ -96,25 +94,5 @@ def raise_high_water(conn: Any, messages: Sequence[NewMessage]) -> None:
             current = marks.get(m.publisher_id)
             if current is None or m.publisher_seq > current[0]:
                 marks[m.publisher_id] = (m.publisher_seq, m.ts_ms)
-    if not marks:
-        return
-    rows = [{"publisher_id": pid, "last_seq": seq, "updated_at": utc_from_ms(ts)} for pid, (seq, ts) in marks.items()]
-    if conn.dialect.name == "postgresql":
-        pg = postgresql.insert(_PUBLISHERS)
-        stmt: Any = pg.on_conflict_do_update(
-            index_elements=["publisher_id"],
-            set_={
-                "last_seq": func.greatest(_PUBLISHERS.c.last_seq, pg.excluded.last_seq),
-                "updated_at": pg.excluded.updated_at,
-            },
-        )
-    else:
-        lite = sqlite.insert(_PUBLISHERS)
-        stmt = lite.on_conflict_do_update(
-            index_elements=["publisher_id"],
-            set_={
-                "last_seq": func.max(_PUBLISHERS.c.last_seq, lite.excluded.last_seq),
-                "updated_at": lite.excluded.updated_at,
-            },
-        )
-    conn.execute(stmt, rows)
+    if marks:
+        upsert_high_water(conn, marks)
