@@ -76,9 +76,9 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------------------------------- setup
 
 
-def missing_packages() -> list[str]:
+def missing_packages(packages: list[str] = DEBIAN_PACKAGES) -> list[str]:
     missing = []
-    for pkg in DEBIAN_PACKAGES:
+    for pkg in packages:
         r = subprocess.run(
             ["dpkg-query", "-W", "-f=${Status}", pkg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -87,11 +87,11 @@ def missing_packages() -> list[str]:
     return missing
 
 
-def ensure_packages() -> None:
+def ensure_packages(packages: list[str] = DEBIAN_PACKAGES) -> None:
     if not shutil.which("dpkg-query"):
         log("not a Debian system: skipping package installation")
         return
-    missing = missing_packages()
+    missing = missing_packages(packages)
     if not missing:
         return
     if os.geteuid() != 0:
