@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from subgate.mapping.bookmarks import BOOKMARK_SYMBOL, ReplayRequest, parse_replay
+from subgate.mapping.bookmarks import BOOKMARK_KEY, BOOKMARK_SYMBOL, ReplayRequest, parse_replay
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
 SELECTOR_CODE = 0x0000468C00000004
@@ -62,6 +62,9 @@ def read_filters(filters: dict[str, tuple[object, object]]) -> FilterRequest:
         elif _is(descriptor, NO_LOCAL_CODE, NO_LOCAL_SYMBOL):
             no_local = True
             honoured.add(key)
-        elif isinstance(descriptor, str) and descriptor == BOOKMARK_SYMBOL:
+        elif (isinstance(descriptor, str) and descriptor == BOOKMARK_SYMBOL) or (
+            descriptor is None and key == BOOKMARK_KEY
+        ):
+            # Ours: by its descriptor; a bare string under its conventional key is taken too (design.md §3).
             replay, replay_key = parse_replay(value), key
     return FilterRequest(selector, no_local, frozenset(honoured), replay, replay_key)

@@ -43,3 +43,13 @@ def test_selector_must_be_a_string():
     with pytest.raises(Refused) as refused:
         read_filters({"jms-selector": (SELECTOR_CODE, 42)})
     assert refused.value.condition == INVALID_FIELD
+
+
+def test_the_bookmark_filter_by_descriptor_or_as_a_bare_string_under_its_key():
+    described = read_filters({"start": ("subgate:bookmark:string", "0|1|")})
+    assert described.replay is not None and described.replay.value == "0|1|" and described.replay_key == "start"
+    bare = read_filters({"subgate-bookmark": (None, "0")})
+    assert bare.replay is not None and bare.replay.value == "0"
+    assert read_filters({"other": (None, "0")}).replay is None
+    with pytest.raises(Refused):
+        read_filters({"subgate-bookmark": ("subgate:bookmark:string", "nonsense")})
