@@ -83,6 +83,18 @@ def _annotation_section(descriptor: bytes, entries: Iterable[bytes], count: int)
     return descriptor + compound_bytes(0xC1, 0xD1, 2 * count, b"".join(entries))
 
 
+def _appended(raw: bytes, env: Envelope, fresh: dict[str, bytes]) -> bytes:
+    """The message with ``fresh`` entries (none of whose keys it has) appended to its annotation map: the
+    existing entries are copied as one slice, only the map's size and count are written anew."""
+    start, end = env.annotations_start, env.annotations_end
+    _, pos = section_code(raw, start, end)
+    width = 1 if raw[pos] == 0xC1 else 4
+    count, body, _ = compound(raw, pos + 1, end, width, "map")
+    entries = (raw[body:end], *fresh.values())
+    section = raw[start:pos] + compound_bytes(0xC1, 0xD1, count + 2 * len(fresh), b"".join(entries))
+    return _splice(raw, start, section, end)
+
+
 def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> bytes:
     """Return the message with the ``extra`` message-annotations added or replaced (symbol keys).
 
@@ -115,6 +127,8 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
             at = len(raw)
         section = _annotation_section(b"\x00\x53\x72", fresh.values(), len(fresh))
         return _splice(raw, at, section, at)
+    if not any(key in env.annotations for key in fresh):
+        return _appended(raw, env, fresh)
     descriptor, entries = _annotation_entries(raw, env)
     parts = []
     for name, start, stop in entries:

@@ -1047,3 +1047,18 @@ def test_mutated_input_raises_only_codec_error() -> None:
         assert scan(out).delivery_count == 3 and out.endswith(raw[env.header_end :])
         assert scan(with_annotations(raw, env, {"x-opt-z": Byte(1)})).annotations["x-opt-z"] == 1
     assert scanned > 100  # the mutations left enough valid messages to exercise the rewrites
+
+
+@pytest.mark.parametrize("entries", [1, 40])  # map8, and a map32 (over 255 bytes)
+def test_a_new_annotation_is_appended_to_an_existing_map_keeping_every_entry(entries):
+    from proton import Message as ProtonMessage
+    from proton import symbol as proton_symbol
+
+    annotations = {proton_symbol(f"x-opt-k{i}"): "v" * 10 for i in range(entries)}
+    raw = ProtonMessage(body="b", durable=True, annotations=annotations).encode()
+    out = codec.with_annotations(raw, codec.scan(raw), {"x-opt-bookmark": "p|1|"})
+    decoded = ProtonMessage()
+    decoded.decode(out)
+    assert dict(decoded.annotations) == {**annotations, proton_symbol("x-opt-bookmark"): "p|1|"}
+    assert decoded.body == "b" and decoded.durable
+    assert codec.scan(out).annotations["x-opt-bookmark"] == "p|1|"
