@@ -62,7 +62,7 @@ def subscribe(url: str, topic: str, store_path: str, out: str, seed: int, epoch:
         if held and (len(held) >= 5 or message is None):
             rng.shuffle(held)
             for one in held:
-                time.sleep(0.002)  # the work
+                time.sleep(0.005)  # the work
                 os.write(fd, f"{one.bookmark} {one.body}\n".encode())
                 sub.discard(one)
             held.clear()
