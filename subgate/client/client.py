@@ -79,7 +79,7 @@ class Client:
             publisher_id = load_publisher_id(publisher_id_file) if publisher_id_file else f"pub-{uuid.uuid4().hex[:16]}"
         options = PublisherOptions(
             send_policy=send_policy,
-            max_batch_count=1 if send_policy == "inline" else max_batch_count,
+            max_batch_count=max_batch_count,
             retry_duration=retry_duration,
             capability="queue" if queue else "topic",
             on_loss=on_loss,

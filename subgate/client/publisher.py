@@ -149,6 +149,8 @@ class Publisher:
     def _check_usable(self) -> None:
         if self._closed:
             raise ClientError(f"the publisher to {self.address!r} is closed")
+        if self._reactor.closing:
+            raise ClientError("the client is closed")
         self._raise_error()
 
     def _raise_error(self) -> None:
@@ -164,7 +166,7 @@ class Publisher:
     def _wait_confirmed(self, seqs: list[int]) -> None:
         while any(seq in self._unconfirmed for seq in seqs):
             self._cond.wait(0.5)
-            if self._closed:
+            if self._closed or self._reactor.closing:
                 raise ClientError(f"the publisher to {self.address!r} was closed")
         self._raise_error()
 
@@ -174,6 +176,8 @@ class Publisher:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._unconfirmed and self._error is None:
+                if self._reactor.closing:
+                    raise ClientError("the client is closed")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(f"{len(self._unconfirmed)} message(s) still unconfirmed after {timeout}s")

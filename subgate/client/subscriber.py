@@ -120,7 +120,7 @@ class Subscriber:
             while not self._queue:
                 if self._error is not None:
                     raise self._error
-                if self._closed:
+                if self._closed or self._reactor.closing:
                     raise ClientError(f"the subscription {self.sub_id!r} is closed")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
