@@ -60,6 +60,10 @@ class SeqFilter:
         self._highest: dict[str, int] = {}
         self.dropped = 0
 
+    def reset(self) -> None:
+        """Forget the seqs seen (a subscription started afresh replays them on purpose); keep the count."""
+        self._highest.clear()
+
     def admit(self, bookmark: str) -> bool:
         """True when the message of ``bookmark`` is new; False (counted) when it is out of order or seen."""
         parsed = parse_bookmark(bookmark)

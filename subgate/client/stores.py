@@ -114,6 +114,8 @@ class BookmarkStore:
         """Start ``sub_id`` afresh at ``value`` (an explicit bookmark given to subscribe)."""
         with self._lock:
             self._records[sub_id] = _Record(value)
+            if sub_id in self._filters:
+                self._filters[sub_id].reset()
             self._persist("S", sub_id, value)
 
     def close(self) -> None:

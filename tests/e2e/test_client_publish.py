@@ -195,7 +195,7 @@ def test_a_publisher_id_file_keeps_the_id_across_publishers(server, tmp_path):
     assert replayed(server.url, "client/idfile", 1) == ["one"]
 
 
-def run_app(*args: str, timeout: float) -> subprocess.Popen[bytes]:
+def run_app(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.client_apps", *args],
         cwd=ROOT,
@@ -204,13 +204,28 @@ def run_app(*args: str, timeout: float) -> subprocess.Popen[bytes]:
     )
 
 
-def test_a_publisher_killed_and_restarted_with_the_same_id_is_seen_exactly_once(server):
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_publisher_killed_and_restarted_with_the_same_id_is_seen_exactly_once(make_server, store, request):
+    server = make_server(request.getfixturevalue("postgres_url") if store == "postgres" else None)
     count = 400
-    app = run_app("publish", server.url, "client/restart", "restarter", str(count), timeout=60)
+    app = run_app("publish", server.url, "client/restart", "restarter", str(count))
     time.sleep(1.2)  # mid-way: python starts, connects and sends some
     app.kill()
     app.wait(10)
-    again = run_app("publish", server.url, "client/restart", "restarter", str(count), timeout=60)
+    again = run_app("publish", server.url, "client/restart", "restarter", str(count))
     out, err = again.communicate(timeout=90)
     assert again.returncode == 0 and b"done" in out, err.decode()[-2000:]
     assert replayed(server.url, "client/restart", count, timeout=30) == list(range(1, count + 1))
+
+
+def test_against_a_store_send_noconfirm_branch_sends_return_at_once_and_arrive(make_server):
+    server = make_server(None, "--publisher-modes", "noconfirm=store_send_noconfirm")
+    client = Client(server.url)
+    try:
+        pub = client.publisher("noconfirm/feed", send_policy="inline", publisher_id="nc")
+        for n in range(1, 21):
+            pub.send(n)
+        pub.close()
+    finally:
+        client.close()
+    assert replayed(server.url, "noconfirm/feed", 20) == list(range(1, 21))

@@ -72,7 +72,9 @@ def test_an_unknown_bookmark_is_refused_with_the_servers_reason(server):
         client.close()
 
 
-def test_a_logged_store_resumes_a_new_process_after_out_of_order_discards(server, tmp_path):
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_logged_store_resumes_a_new_process_after_out_of_order_discards(make_server, store, request, tmp_path):
+    server = make_server(request.getfixturevalue("postgres_url") if store == "postgres" else None)
     publish(server.url, "sub/logged", list(range(1, 11)))
     path = tmp_path / "sub.log"
     client = Client(server.url)
