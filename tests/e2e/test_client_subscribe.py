@@ -180,7 +180,7 @@ def test_a_ring_store_resumes_an_in_order_subscriber(server, tmp_path):
 
 
 def test_a_subscriber_killed_at_random_points_processes_every_message_exactly_once(server, tmp_path):
-    count, kills = 600, 10
+    count, kills = 600, 20
     publish(server.url, "sub/crashy", list(range(1, count + 1)))
     store, out = tmp_path / "store.log", tmp_path / "processed.txt"
     rng = random.Random(1403)
@@ -197,7 +197,7 @@ def test_a_subscriber_killed_at_random_points_processes_every_message_exactly_on
     mid_way = 0  # kills that found the work started and not finished
     for run in range(kills):
         app = start(run, epoch=run == 0)
-        time.sleep(rng.uniform(0.4, 1.6))
+        time.sleep(rng.uniform(0.3, 1.2))
         app.kill()
         app.wait(10)
         done = len(out.read_text().splitlines()) if out.exists() else 0
