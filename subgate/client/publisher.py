@@ -18,6 +18,7 @@ A rejected message (``amqp:invalid-field``, ...) is not retried: the server will
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import OrderedDict, deque
@@ -85,6 +86,7 @@ class Publisher:
         self.options = options
         self._reactor = reactor
         self._cond = reactor.cond
+        self._numbering = threading.Lock()  # held by one sending thread at a time (seqs, encoding)
         self._next_seq = first_seq
         self._unconfirmed: OrderedDict[int, _Unconfirmed] = OrderedDict()
         self._to_send: deque[int] = deque()
@@ -120,20 +122,29 @@ class Publisher:
         return self._send_all([(body, None) for body in bodies])
 
     def _send_all(self, items: list[tuple[Any, Mapping[str, Any] | None]]) -> list[int]:
+        """Number, encode and queue ``items`` in chunks; the encoding runs outside the shared lock, so the I/O
+        thread keeps confirming meanwhile. ``_numbering`` keeps concurrent senders' seqs in queue order."""
         seqs: list[int] = []
-        with self._cond:
-            self._check_usable()
-            for body, properties in items:
-                self._wait_for_room()
-                seq = self._next_seq
-                self._next_seq += 1
-                data = self._encode(body, properties, seq)
-                self._unconfirmed[seq] = _Unconfirmed(data, time.monotonic() + self.options.retry_duration)
-                self._to_send.append(seq)
-                seqs.append(seq)
-                if len(self._to_send) == 1 or len(seqs) % 64 == 0:
-                    self._reactor.call(self._pump_now)
-            if self.options.send_policy == "inline":
+        chunk_size = max(1, min(64, self.options.max_batch_count))
+        with self._numbering:
+            for start in range(0, len(items), chunk_size):
+                chunk = items[start : start + chunk_size]
+                with self._cond:
+                    self._check_usable()
+                    self._wait_for_room(len(chunk))
+                first = self._next_seq
+                encoded = [self._encode(body, properties, first + i) for i, (body, properties) in enumerate(chunk)]
+                with self._cond:
+                    self._check_usable()
+                    deadline = time.monotonic() + self.options.retry_duration
+                    for offset, data in enumerate(encoded):
+                        self._unconfirmed[first + offset] = _Unconfirmed(data, deadline)
+                        self._to_send.append(first + offset)
+                    self._next_seq = first + len(chunk)
+                seqs.extend(range(first, first + len(chunk)))
+                self._reactor.call(self._pump_now)
+        if self.options.send_policy == "inline":
+            with self._cond:
                 self._wait_confirmed(seqs)
         return seqs
 
@@ -158,8 +169,8 @@ class Publisher:
         if error is not None:
             raise error
 
-    def _wait_for_room(self) -> None:
-        while len(self._unconfirmed) >= self.options.max_batch_count:
+    def _wait_for_room(self, needed: int) -> None:
+        while len(self._unconfirmed) + needed > self.options.max_batch_count:
             self._cond.wait(0.5)
             self._check_usable()
 
