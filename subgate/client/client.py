@@ -29,13 +29,19 @@ class Client:
         password: str | None = None,
         client_id: str | None = None,
         reconnect_delay: tuple[float, float] = (0.05, 2.0),
+        heartbeat: float | None = 10.0,
         subscription_manager: MemorySubscriptionManager | None = None,
     ) -> None:
         urls = [url] if isinstance(url, str) else list(url)
         self.client_id = client_id or f"subgate-client-{uuid.uuid4().hex[:12]}"
         self.subscriptions = subscription_manager or MemorySubscriptionManager()
         self._reactor = Reactor(
-            urls, client_id=self.client_id, user=user, password=password, reconnect_delay=reconnect_delay
+            urls,
+            client_id=self.client_id,
+            user=user,
+            password=password,
+            reconnect_delay=reconnect_delay,
+            heartbeat=heartbeat,
         )
         with self._reactor.cond:
             self._reactor.owners.append(self.subscriptions)

@@ -56,8 +56,10 @@ class Reactor(Handler):
         user: str | None = None,
         password: str | None = None,
         reconnect_delay: tuple[float, float] = (0.05, 2.0),
+        heartbeat: float | None = 10.0,
     ) -> None:
         super().__init__()
+        self.heartbeat = heartbeat
         if not urls:
             raise ValueError("at least one server URL is needed")
         self.urls = list(urls)
@@ -142,6 +144,8 @@ class Reactor(Handler):
             url = self.urls[self._next_url % len(self.urls)]
             self._next_url += 1
             options: dict[str, Any] = {"reconnect": False}
+            if self.heartbeat:
+                options["heartbeat"] = self.heartbeat  # our idle timeout: a silent peer is a lost connection
             if self.user is not None:
                 options.update(user=self.user, password=self.password, allowed_mechs="PLAIN", allow_insecure_mechs=True)
             self._conn = self._container.connect(url, **options)

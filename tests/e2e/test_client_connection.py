@@ -56,3 +56,18 @@ def test_a_dead_first_server_is_skipped_for_the_next_one(server):
         client.publisher("rr/t", send_policy="inline").send("through the second")
     finally:
         client.close()
+
+
+def test_queue_publishers_and_consumers(server):
+    client = Client(server.url)
+    try:
+        pub = client.publisher("jobs/q", send_policy="inline", queue=True, publisher_id="jobs")
+        pub.send_many(["j1", "j2"])
+        sub = client.subscribe("jobs/q", queue=True)
+        got = [sub.receive(timeout=10) for _ in range(2)]
+        assert [m.body for m in got if m] == ["j1", "j2"]
+        for message in got:
+            assert message is not None
+            sub.discard(message)
+    finally:
+        client.close()
