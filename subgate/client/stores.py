@@ -26,15 +26,33 @@ import os
 import threading
 from pathlib import Path
 
-from subgate.client.bookmarks import SeqFilter, recovery_value
+from subgate.client.bookmarks import SeqFilter, parse_bookmark, recovery_value
 
 
 class _Record:
-    """One subscription's position: where it started and what it received since, in order."""
+    """One subscription's position: where it started, what it received since (in order), and per publisher the
+    highest seq of the discarded messages dropped from the head (``done``): a message of that publisher at or
+    below it that is not pending was discarded. That catches what a durable subscription's server redelivers
+    from before the start (its acknowledgements are persisted a moment after the discards)."""
 
     def __init__(self, start: str | None) -> None:
         self.start = start
         self.entries: dict[str, bool] = {}  # bookmark -> discarded, in the order received
+        self.done: dict[str, int] = {}
+
+    def is_done(self, bookmark: str) -> bool:
+        state = self.entries.get(bookmark)
+        if state is not None:
+            return state
+        if bookmark == self.start:
+            return True
+        parsed = parse_bookmark(bookmark)
+        return parsed is not None and parsed[1] <= self.done.get(parsed[0], 0)
+
+    def mark_done(self, bookmark: str) -> None:
+        parsed = parse_bookmark(bookmark)
+        if parsed is not None and parsed[1] > self.done.get(parsed[0], 0):
+            self.done[parsed[0]] = parsed[1]
 
     def receive(self, bookmark: str) -> None:
         self.entries[bookmark] = self.entries.get(bookmark, False)
@@ -49,6 +67,7 @@ class _Record:
                 break
             del self.entries[head]
             self.start = head
+            self.mark_done(head)
         return True
 
     def recovery(self) -> str | None:
@@ -78,7 +97,7 @@ class BookmarkStore:
         with self._lock:
             record = self._record(sub_id)
             seq_filter = self._filters.setdefault(sub_id, SeqFilter())
-            if record.entries.get(bookmark) is True or record.start == bookmark:
+            if record.is_done(bookmark):
                 seq_filter.dropped += 1
                 return False
             if self.filters_duplicates and not seq_filter.admit(bookmark):
@@ -101,8 +120,7 @@ class BookmarkStore:
     def is_discarded(self, sub_id: str, bookmark: str) -> bool:
         """True when ``bookmark`` is known as discarded (or is the subscription's resume point)."""
         with self._lock:
-            record = self._record(sub_id)
-            return record.entries.get(bookmark) is True or record.start == bookmark
+            return self._record(sub_id).is_done(bookmark)
 
     def recovery_bookmark(self, sub_id: str) -> str | None:
         """The value to resubscribe with, or None when nothing is recorded for ``sub_id``."""
@@ -165,6 +183,8 @@ class LoggedBookmarkStore(BookmarkStore):
             self._record(sub_id).receive(value)
         elif kind == "D":
             self._record(sub_id).discard(value)
+        elif kind == "W":
+            self._record(sub_id).mark_done(value)
 
     def _persist(self, kind: str, sub_id: str, value: str) -> None:
         os.write(self._fd, (json.dumps([kind, sub_id, value]) + "\n").encode())
@@ -175,13 +195,15 @@ class LoggedBookmarkStore(BookmarkStore):
             self._compact()
 
     def _live(self) -> int:
-        return sum(1 + 2 * len(record.entries) for record in self._records.values())
+        return sum(1 + len(record.done) + 2 * len(record.entries) for record in self._records.values())
 
     def _lines(self) -> list[str]:
         lines = []
         for sub_id, record in self._records.items():
             if record.start is not None:
                 lines.append(json.dumps(["S", sub_id, record.start]))
+            for publisher, seq in record.done.items():
+                lines.append(json.dumps(["W", sub_id, f"{publisher}|{seq}|"]))
             for bookmark, discarded in record.entries.items():
                 lines.append(json.dumps(["R", sub_id, bookmark]))
                 if discarded:

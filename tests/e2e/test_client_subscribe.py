@@ -209,3 +209,26 @@ def test_a_subscriber_killed_at_random_points_processes_every_message_exactly_on
     processed = Counter(int(line.split(" ")[1]) for line in out.read_text().splitlines())
     assert sorted(processed) == list(range(1, count + 1))
     assert [body for body, times in processed.items() if times != 1] == []
+
+
+def test_a_durable_subscription_with_a_logged_store_filters_what_the_server_redelivers_after_a_crash(server, tmp_path):
+    """Discards are settled at once but the server persists acks a moment later (docs/bookmarks.md): killed
+    right after, it redelivers them, and the reopened store drops them."""
+    publish(server.url, "sub/durable-crash", list(range(1, 11)))
+    path = tmp_path / "durable.log"
+    client = Client(server.url, client_id="crash-app")
+    try:
+        sub = client.subscribe("sub/durable-crash", bookmark=EPOCH, name="d", bookmark_store=LoggedBookmarkStore(path))
+        for message in take(sub, 5):
+            sub.discard(message)
+        server.kill()
+    finally:
+        client.close()
+    server.start()
+    client = Client(server.url, client_id="crash-app")
+    try:
+        sub = client.subscribe("sub/durable-crash", name="d", bookmark_store=LoggedBookmarkStore(path))
+        assert [m.body for m in take(sub, 5)] == [6, 7, 8, 9, 10]
+        assert sub.receive(timeout=0.5) is None
+    finally:
+        client.close()
