@@ -162,10 +162,18 @@ class Subscriber:
 
     def close(self) -> None:
         """Stop receiving. A durable subscription is detached, not deleted: it keeps its position."""
+        self._end(unsubscribe=False)
+
+    def unsubscribe(self) -> None:
+        """Stop receiving and delete a durable subscription on the server (its link closed, not detached).
+        Needs the connection: while it is down there is nothing to delete it through."""
+        self._end(unsubscribe=True)
+
+    def _end(self, unsubscribe: bool) -> None:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._reactor.call(self._close_now)
+        self._reactor.call(lambda: self._close_now(unsubscribe))
 
     def resume_value(self) -> str | None:
         """The bookmark value this subscription is issued with now (store recovery, last received, or start)."""
@@ -213,10 +221,10 @@ class Subscriber:
             delivery.update(Delivery.ACCEPTED)
             delivery.settle()
 
-    def _close_now(self) -> None:
+    def _close_now(self, unsubscribe: bool) -> None:
         link, self._link = self._link, None
         if link is not None:
-            if self.options.name is not None:
+            if self.options.name is not None and not unsubscribe:
                 link.detach()
             else:
                 link.close()

@@ -113,6 +113,10 @@ def test_a_durable_subscription_keeps_its_position_for_its_client_id(server):
         sub = client.subscribe("sub/durable", name="d1")
         assert [m.body for m in take(sub, 3)] == [4, 5, 6]
         assert sub.receive(timeout=0.5) is None
+        sub.unsubscribe()  # deleted: a new one of that name starts where it is told
+        time.sleep(0.3)
+        again = client.subscribe("sub/durable", name="d1", bookmark=EPOCH)
+        assert [m.body for m in take(again, 6)] == [1, 2, 3, 4, 5, 6]
     finally:
         client.close()
 
