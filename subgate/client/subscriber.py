@@ -145,8 +145,14 @@ class Subscriber:
         return False
 
     def __iter__(self) -> Iterator[Message]:
+        """Every message, blocking; ends when the subscription or the client is closed."""
         while True:
-            message = self.receive(None)
+            try:
+                message = self.receive(None)
+            except ClientError:
+                if self._closed or self._reactor.closing:
+                    return
+                raise
             if message is not None:
                 yield message
 

@@ -236,3 +236,19 @@ def test_a_durable_subscription_with_a_logged_store_filters_what_the_server_rede
         assert sub.receive(timeout=0.5) is None
     finally:
         client.close()
+
+
+def test_iterating_blocks_for_messages_and_ends_when_the_subscription_is_closed(server):
+    publish(server.url, "sub/iterate", [1, 2, 3])
+    client = Client(server.url)
+    try:
+        sub = client.subscribe("sub/iterate", bookmark=EPOCH)
+        seen = []
+        for message in sub:
+            seen.append(message.body)
+            sub.discard(message)
+            if len(seen) == 3:
+                sub.close()
+        assert seen == [1, 2, 3]
+    finally:
+        client.close()
