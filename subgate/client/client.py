@@ -102,6 +102,7 @@ class Client:
         sub_id: str | None = None,
         prefetch: int = 500,
         queue: bool = False,
+        live: bool = False,
     ) -> Subscriber:
         """Subscribe to ``address`` from ``bookmark`` (EPOCH, NOW, a time ``YYYYmmddTHHMMSS``, a bookmark).
 
@@ -125,6 +126,7 @@ class Client:
             name=name,
             capability="queue" if queue else "topic",
             prefetch=prefetch,
+            live=live,
         )
         subscriber = Subscriber(self._reactor, address, options, self.subscriptions)
 

@@ -70,6 +70,7 @@ class SubscriptionOptions:
     name: str | None = None
     capability: str = "topic"
     prefetch: int = 500
+    live: bool = False
 
 
 class Subscriber:
@@ -196,7 +197,7 @@ class Subscriber:
         name = options.name or f"sub-{self.sub_id}-{uuid.uuid4().hex[:8]}"
         link = session.receiver(name)
         link.source.address = self.address
-        set_capabilities(link.source, options.capability)
+        set_capabilities(link.source, options.capability, *(["live"] if options.live else []))
         value = self.resume_value()
         if value is not None:
             set_bookmark_filter(link.source, value)

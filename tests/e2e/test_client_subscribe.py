@@ -252,3 +252,16 @@ def test_iterating_blocks_for_messages_and_ends_when_the_subscription_is_closed(
         assert seen == [1, 2, 3]
     finally:
         client.close()
+
+
+def test_a_live_subscription_receives_messages(server):
+    client = Client(server.url)
+    try:
+        sub = client.subscribe("sub/live", live=True, bookmark_store=MemoryBookmarkStore())
+        client.wait_connected(10)
+        time.sleep(0.3)  # attached before publishing (NOW)
+        publish(server.url, "sub/live", [1, 2, 3])
+        assert [m.body for m in take(sub, 3)] == [1, 2, 3]
+        assert sub.receive(timeout=0.5) is None
+    finally:
+        client.close()
