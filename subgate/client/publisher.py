@@ -273,8 +273,10 @@ class Publisher:
             why = f"rejected: {condition.name}: {condition.description}" if condition else "rejected"
             self._fail([seq], why)
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
+            delivery.settle()  # before the re-send, which reuses the tag (the seq)
             self._to_send.append(seq)
             self.on_link_flow(delivery.link)
+            return
         else:
             self._tags[_tag_key(delivery.tag)] = seq  # not an outcome yet
             return
