@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
 from proton import Condition, Delivery, Link, Message, Session, symbol, ulong
 
 from subgate.client.errors import ClientError, PublishError
@@ -54,8 +55,15 @@ def load_publisher_id(path: str | Path) -> str:
     return new_id
 
 
-def _tag_key(tag: str | bytes) -> str:
-    return tag.decode() if isinstance(tag, bytes) else tag
+def encode(body: Any, properties: Mapping[str, Any] | None, publisher_id: str, seq: int) -> bytes:
+    """One persistent message numbered for duplicate detection, as bytes for the sender link."""
+    message = Message(
+        body=body,
+        durable=True,
+        properties=dict(properties) if properties else None,
+        annotations={PUBLISHER_ID: publisher_id, PUBLISHER_SEQ: ulong(seq)},
+    )
+    return bytes(message.encode())
 
 
 @dataclass
@@ -90,7 +98,7 @@ class Publisher:
         self._next_seq = first_seq
         self._unconfirmed: OrderedDict[int, _Unconfirmed] = OrderedDict()
         self._to_send: deque[int] = deque()
-        self._tags: dict[str, int] = {}
+        self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
         self._link: Link | None = None
         self._error: PublishError | None = None
         self._closed = False
@@ -133,7 +141,8 @@ class Publisher:
                     self._check_usable()
                     self._wait_for_room(len(chunk))
                 first = self._next_seq
-                encoded = [self._encode(body, properties, first + i) for i, (body, properties) in enumerate(chunk)]
+                publisher_id = self.publisher_id
+                encoded = [encode(body, props, publisher_id, first + i) for i, (body, props) in enumerate(chunk)]
                 with self._cond:
                     self._check_usable()
                     deadline = time.monotonic() + self.options.retry_duration
@@ -147,15 +156,6 @@ class Publisher:
             with self._cond:
                 self._wait_confirmed(seqs)
         return seqs
-
-    def _encode(self, body: Any, properties: Mapping[str, Any] | None, seq: int) -> bytes:
-        message = Message(
-            body=body,
-            durable=True,
-            properties=dict(properties) if properties else None,
-            annotations={PUBLISHER_ID: self.publisher_id, PUBLISHER_SEQ: ulong(seq)},
-        )
-        return bytes(message.encode())
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -221,18 +221,20 @@ class Publisher:
         link.target.address = self.address
         set_capabilities(link.target, self.options.capability)
         self._reactor.adopt(link, self)
+        self._reactor.take_raw_deliveries(link, self)
         link.open()
         self._link = link
-        self._tags.clear()
+        self._sent.clear()
         self._to_send = deque(self._unconfirmed)  # every unconfirmed message again, in seq order
         self._schedule_tick()
 
     def detached(self) -> None:
         self._link = None
-        self._tags.clear()
+        self._sent.clear()
 
     def _detach_now(self) -> None:
         if self._link is not None:
+            self._reactor.drop_raw_deliveries(self._link)
             self._link.close()
             self._link = None
         if self in self._reactor.owners:
@@ -252,14 +254,24 @@ class Publisher:
             pending = self._unconfirmed.get(seq)
             if pending is None:
                 continue
-            tag = str(seq)
-            self._tags[tag] = seq
-            link.delivery(tag)
+            delivery = link.delivery(str(seq))
+            self._sent[delivery._impl] = seq
             link.stream(pending.data)
             link.advance()
 
+    def raw_delivery(self, impl: Any) -> None:
+        """The fast path (loop.py): an accepted delivery confirmed without wrapping it; anything else as usual."""
+        if pn_delivery_remote_state(impl) != PN_ACCEPTED:
+            self.on_delivery(Delivery.wrap(impl))
+            return
+        seq = self._sent.pop(impl, None)
+        if seq is not None and self._unconfirmed.pop(seq, None) is not None:
+            self.confirmed += 1
+            self._cond.notify_all()
+        pn_delivery_settle(impl)
+
     def on_delivery(self, delivery: Delivery) -> None:
-        seq = self._tags.pop(_tag_key(delivery.tag), None)
+        seq = self._sent.pop(delivery._impl, None)
         state = delivery.remote_state
         if seq is None or seq not in self._unconfirmed:
             delivery.settle()
@@ -278,13 +290,14 @@ class Publisher:
             self.on_link_flow(delivery.link)
             return
         else:
-            self._tags[_tag_key(delivery.tag)] = seq  # not an outcome yet
+            self._sent[delivery._impl] = seq  # not an outcome yet
             return
         delivery.settle()
 
     def on_link_closed(self, link: Link, condition: Condition | None) -> None:
         if link != self._link:
             return
+        self._reactor.drop_raw_deliveries(link)
         self._link = None
         if condition is not None and not self._closed:
             # The server refused the link itself (an unknown node, no permission): nothing will get through.

@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from proton import Condition, Connection, Delivery, Event, Handler, Link, Session
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton.reactor import ApplicationEvent, EventInjector
+
+from subgate.client.loop import ClientContainer, RawDeliveryOwner
 
 log = logging.getLogger("subgate.client")
 OWNER = "_sgc"  # the attribute of a proton Link naming the owner of the link
@@ -43,6 +45,17 @@ class _Timer:
 
     def on_timer_task(self, event: Event) -> None:
         self.fn()
+
+
+class _Locked:
+    """An owner's ``raw_delivery`` called under the client's lock, as every other event is."""
+
+    def __init__(self, lock: threading.RLock, owner: RawDeliveryOwner) -> None:
+        self.lock, self.owner = lock, owner
+
+    def raw_delivery(self, delivery: Any) -> None:
+        with self.lock:
+            self.owner.raw_delivery(delivery)
 
 
 class Reactor(Handler):
@@ -79,7 +92,7 @@ class Reactor(Handler):
         self._conn: Connection | None = None
         self.session: Session | None = None  # the current connection's session, while connected
         self._injector = EventInjector()
-        self._container = Container(self)
+        self._container = ClientContainer(self)
         self._container.container_id = client_id
         self._thread = threading.Thread(target=self._run, name="subgate-client-io", daemon=True)
         self._thread.start()
@@ -194,6 +207,7 @@ class Reactor(Handler):
             self._conn = None
             self.session = None
             self.connected = False
+            self._container.raw_owners.clear()  # every link of the connection is gone
             for owner in list(self.owners):
                 owner.detached()
             self.cond.notify_all()
@@ -235,3 +249,10 @@ class Reactor(Handler):
     def adopt(self, link: Link, owner: LinkOwner) -> None:
         """Name ``owner`` as the owner of ``link`` (I/O thread)."""
         setattr(link, OWNER, owner)
+
+    def take_raw_deliveries(self, link: Link, owner: RawDeliveryOwner) -> None:
+        """Hand ``link``'s delivery events to ``owner.raw_delivery`` unwrapped (loop.py), under the lock."""
+        self._container.raw_owners[link._impl] = _Locked(self.lock, owner)
+
+    def drop_raw_deliveries(self, link: Link) -> None:
+        self._container.raw_owners.pop(link._impl, None)
