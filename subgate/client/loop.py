@@ -1,8 +1,9 @@
-"""The client's container loop: proton's ``Container.process`` with one fast path, for publishers' confirms.
+"""The client's container loop: proton's ``Container.process`` with one fast path, for delivery events.
 
 proton's loop wraps every event in Python objects (event, delivery, link, session, connection, transport) and
 looks for handlers by name, for the handler and again for the global handler. A publisher gets one delivery
-event per message (its outcome), so that wrapping is most of the I/O thread's time when publishing. Here a
+event per message (its outcome), a subscriber one per message received, so that wrapping is most of the I/O
+thread's time. Here a
 ``PN_DELIVERY`` event on a link registered in ``raw_owners`` (by its C pointer) goes straight to the owner's
 ``raw_delivery(delivery_pointer)``; every other event takes proton's own path, unchanged, in the same order.
 The subgate broker's loop does the same (gateway/loop.py); this one is the client's own, importing nothing of it.

@@ -20,6 +20,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cproton import (
+    PN_ACCEPTED,
+    pn_delivery_link,
+    pn_delivery_partial,
+    pn_delivery_pending,
+    pn_delivery_readable,
+    pn_delivery_settle,
+    pn_delivery_update,
+    pn_link_advance,
+    pn_link_recv,
+)
 from proton import Condition, Delivery, Link, Session
 from proton import Message as AmqpMessage
 
@@ -86,7 +97,7 @@ class Subscriber:
         self._reactor = reactor
         self._cond = reactor.cond
         self._queue: deque[Message] = deque()
-        self._deliveries: dict[int, Delivery] = {}
+        self._deliveries: dict[int, Any] = {}  # key -> C pointer of the unsettled delivery (current link)
         self._held: dict[str, int] = {}  # bookmark -> key of its newest delivery, for a message the app holds
         self._next_key = 0
         self._taken = 0
@@ -204,6 +215,7 @@ class Subscriber:
         if options.name is not None:
             set_durable(link.source)
         self._reactor.adopt(link, self)
+        self._reactor.take_raw_deliveries(link, self)
         link.open()
         self._link = link
         self.attaches += 1
@@ -225,12 +237,13 @@ class Subscriber:
     def _settle(self, key: int) -> None:
         delivery = self._deliveries.pop(key, None)
         if delivery is not None:
-            delivery.update(Delivery.ACCEPTED)
-            delivery.settle()
+            pn_delivery_update(delivery, PN_ACCEPTED)
+            pn_delivery_settle(delivery)
 
     def _close_now(self, unsubscribe: bool) -> None:
         link, self._link = self._link, None
         if link is not None:
+            self._reactor.drop_raw_deliveries(link)
             if self.options.name is not None and not unsubscribe:
                 link.detach()
             else:
@@ -249,12 +262,19 @@ class Subscriber:
         pass
 
     def on_delivery(self, delivery: Delivery) -> None:
-        link = delivery.link
-        if link != self._link or not delivery.readable or delivery.partial:
+        if delivery.link == self._link:
+            self.raw_delivery(delivery._impl)
+
+    def raw_delivery(self, delivery: Any) -> None:
+        """A complete incoming message, read without wrapping the delivery (loop.py); the pointer is kept
+        until the application discards the message (proton keeps an unsettled delivery alive)."""
+        if not pn_delivery_readable(delivery) or pn_delivery_partial(delivery):
             return
+        link = pn_delivery_link(delivery)
+        _, data = pn_link_recv(link, pn_delivery_pending(delivery))
+        pn_link_advance(link)
         raw = AmqpMessage()
-        raw.decode(link.recv(delivery.pending) or b"")
-        link.advance()
+        raw.decode(bytes(data))
         self._next_key += 1
         self._deliveries[self._next_key] = delivery
         self._queue.append(_to_message(raw, self._next_key))
@@ -263,6 +283,8 @@ class Subscriber:
     def on_link_closed(self, link: Link, condition: Condition | None) -> None:
         if link != self._link:
             return
+        self._reactor.drop_raw_deliveries(link)
+        self._deliveries.clear()
         self._link = None
         described = f"{condition.name}: {condition.description}" if condition else "closed by the server"
         self._error = ClientError(f"subscription {self.sub_id!r} to {self.address!r} ended: {described}")
