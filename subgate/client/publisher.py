@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cproton import PN_ACCEPTED, pn_delivery_remote_state, pn_delivery_settle
+from cproton import (
+    PN_ACCEPTED,
+    pn_delivery,
+    pn_delivery_remote_state,
+    pn_delivery_settle,
+    pn_link_advance,
+    pn_link_credit,
+    pn_link_send,
+)
 from proton import Condition, Delivery, Link, Message, Session, symbol, ulong
 
 from subgate.client.errors import ClientError, PublishError
@@ -249,15 +257,20 @@ class Publisher:
         pass
 
     def on_link_flow(self, link: Link) -> None:
-        while link == self._link and link.credit > 0 and self._to_send:
+        """Send while the link has credit; by the link's C pointer, without a Python wrapper per delivery."""
+        if link != self._link:
+            return
+        impl = link._impl
+        credit = pn_link_credit(impl)
+        while credit > 0 and self._to_send:
             seq = self._to_send.popleft()
             pending = self._unconfirmed.get(seq)
             if pending is None:
                 continue
-            delivery = link.delivery(str(seq))
-            self._sent[delivery._impl] = seq
-            link.stream(pending.data)
-            link.advance()
+            self._sent[pn_delivery(impl, str(seq))] = seq
+            pn_link_send(impl, pending.data)
+            pn_link_advance(impl)
+            credit -= 1
 
     def raw_delivery(self, impl: Any) -> None:
         """The fast path (loop.py): an accepted delivery confirmed without wrapping it; anything else as usual."""
