@@ -12,7 +12,8 @@ from pathlib import Path
 
 from subgate.client.bookmarks import NOW
 from subgate.client.errors import ClientError, PublishError
-from subgate.client.publisher import Publisher, PublisherOptions, load_publisher_id
+from subgate.client.identity import PublisherIdFile
+from subgate.client.publisher import Publisher, PublisherOptions
 from subgate.client.reactor import Reactor
 from subgate.client.stores import BookmarkStore
 from subgate.client.subscriber import MemorySubscriptionManager, Subscriber, SubscriptionOptions
@@ -70,19 +71,26 @@ class Client:
         retry_duration: float = 10.0,
         publisher_id: str | None = None,
         publisher_id_file: str | Path | None = None,
-        first_seq: int = 1,
+        first_seq: int | None = None,
         queue: bool = False,
         on_loss: Callable[[PublishError], None] | None = None,
     ) -> Publisher:
         """A publisher to the topic (or, with ``queue=True``, the queue) ``address``.
 
         The publisher id is ``publisher_id``, else the one kept in ``publisher_id_file`` (generated there the
-        first time), else a new random one. Seqs start at ``first_seq``: a publisher that re-sends after a
-        restart starts again where its unconfirmed messages began, and the server drops what it already has.
+        first time), else a new random one. Seqs start at ``first_seq``; without it, at 1, or with
+        ``publisher_id_file`` where the last publisher of that file left off (identity.py), so that a restarted
+        publisher's new messages are not taken for duplicates. To re-send after a restart, give the
+        ``first_seq`` of the messages being re-sent: the server drops what it already has.
         """
         self._check_open()
-        if publisher_id is None:
-            publisher_id = load_publisher_id(publisher_id_file) if publisher_id_file else f"pub-{uuid.uuid4().hex[:16]}"
+        id_file = PublisherIdFile(publisher_id_file) if publisher_id_file is not None and publisher_id is None else None
+        if id_file is not None:
+            publisher_id = id_file.publisher_id
+        elif publisher_id is None:
+            publisher_id = f"pub-{uuid.uuid4().hex[:16]}"
+        if first_seq is None:
+            first_seq = id_file.next_seq if id_file is not None else 1
         options = PublisherOptions(
             send_policy=send_policy,
             max_batch_count=max_batch_count,
@@ -90,7 +98,7 @@ class Client:
             capability="queue" if queue else "topic",
             on_loss=on_loss,
         )
-        return Publisher(self._reactor, address, publisher_id, first_seq, options)
+        return Publisher(self._reactor, address, publisher_id, first_seq, options, id_file)
 
     def subscribe(
         self,

@@ -24,7 +24,6 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cproton import (
@@ -39,28 +38,13 @@ from cproton import (
 from proton import Condition, Delivery, Link, Message, Session, symbol, ulong
 
 from subgate.client.errors import ClientError, PublishError
+from subgate.client.identity import PublisherIdFile
 from subgate.client.reactor import Reactor
 from subgate.client.termini import set_capabilities
 
 PUBLISHER_ID = symbol("x-opt-publisher-id")
 PUBLISHER_SEQ = symbol("x-opt-publisher-seq")
 SEND_POLICIES = ("inline", "non_inline")
-
-
-def load_publisher_id(path: str | Path) -> str:
-    """The publisher id kept in ``path``; a new one is generated and written there (atomically) the first time."""
-    path = Path(path)
-    try:
-        text = path.read_text().strip()
-        if text:
-            return text
-    except FileNotFoundError:
-        pass
-    new_id = f"pub-{uuid.uuid4().hex}"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(new_id + "\n")
-    temporary.replace(path)
-    return new_id
 
 
 def encode(body: Any, properties: Mapping[str, Any] | None, publisher_id: str, seq: int) -> bytes:
@@ -92,7 +76,15 @@ class PublisherOptions:
 class Publisher:
     """Sends numbered persistent messages to one address; see the module's rules."""
 
-    def __init__(self, reactor: Reactor, address: str, publisher_id: str, first_seq: int, options: PublisherOptions):
+    def __init__(
+        self,
+        reactor: Reactor,
+        address: str,
+        publisher_id: str,
+        first_seq: int,
+        options: PublisherOptions,
+        id_file: PublisherIdFile | None = None,
+    ):
         if options.send_policy not in SEND_POLICIES:
             raise ValueError(f"send_policy must be one of {SEND_POLICIES}, not {options.send_policy!r}")
         if options.max_batch_count < 1:
@@ -104,6 +96,7 @@ class Publisher:
         self._cond = reactor.cond
         self._numbering = threading.Lock()  # held by one sending thread at a time (seqs, encoding)
         self._next_seq = first_seq
+        self._id_file = id_file
         self._unconfirmed: OrderedDict[int, _Unconfirmed] = OrderedDict()
         self._to_send: deque[int] = deque()
         self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
@@ -149,6 +142,8 @@ class Publisher:
                     self._check_usable()
                     self._wait_for_room(len(chunk))
                 first = self._next_seq
+                if self._id_file is not None:
+                    self._id_file.cover(first + len(chunk))
                 publisher_id = self.publisher_id
                 encoded = [encode(body, props, publisher_id, first + i) for i, (body, props) in enumerate(chunk)]
                 with self._cond:

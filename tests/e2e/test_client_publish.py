@@ -182,17 +182,24 @@ def test_a_rejected_message_is_a_publish_error_and_not_retried(server):
         client.close()
 
 
-def test_a_publisher_id_file_keeps_the_id_across_publishers(server, tmp_path):
+def test_a_publisher_id_file_keeps_the_id_and_continues_the_numbering_after_a_restart(server, tmp_path):
+    id_file = tmp_path / "publisher.id"
     client = Client(server.url)
     try:
-        first = client.publisher("client/idfile", publisher_id_file=tmp_path / "id", send_policy="inline")
-        second = client.publisher("client/idfile", publisher_id_file=tmp_path / "id", send_policy="inline")
-        assert first.publisher_id == second.publisher_id == (tmp_path / "id").read_text().strip()
-        first.send("one")
-        second.send("one again")  # the same id and seq 1: the server drops it as a duplicate
+        first = client.publisher("client/idfile", publisher_id_file=id_file, send_policy="inline")
+        assert first.send("one") == 1
+        first.close()
+        # A new process (here: a new publisher) of the same file: same id, and numbering goes on past what the
+        # last one may have used, so its new message is not dropped as a duplicate.
+        second = client.publisher("client/idfile", publisher_id_file=id_file, send_policy="inline")
+        assert second.publisher_id == first.publisher_id == id_file.read_text().split("\n")[0]
+        assert second.send("two") > 1
+        # Re-sending from a known seq is still possible: the server drops what it has.
+        again = client.publisher("client/idfile", publisher_id_file=id_file, send_policy="inline", first_seq=1)
+        again.send("one, re-sent")
     finally:
         client.close()
-    assert replayed(server.url, "client/idfile", 1) == ["one"]
+    assert replayed(server.url, "client/idfile", 2) == ["one", "two"]
 
 
 def run_app(*args: str) -> subprocess.Popen[bytes]:
