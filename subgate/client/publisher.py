@@ -102,6 +102,7 @@ class Publisher:
         self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
         self._link: Link | None = None
         self._error: PublishError | None = None
+        self._refused: str | None = None  # why the server refused the link, until a new connection retries it
         self._closed = False
         self._tick_at: float | None = None
         self.confirmed = 0
@@ -166,6 +167,8 @@ class Publisher:
         if self._reactor.closing:
             raise ClientError("the client is closed")
         self._raise_error()
+        if self._refused is not None:
+            raise ClientError(f"the server refused the publisher to {self.address!r}: {self._refused}")
 
     def _raise_error(self) -> None:
         error, self._error = self._error, None
@@ -227,6 +230,7 @@ class Publisher:
         self._reactor.take_raw_deliveries(link, self)
         link.open()
         self._link = link
+        self._refused = None
         self._sent.clear()
         self._to_send = deque(self._unconfirmed)  # every unconfirmed message again, in seq order
         self._schedule_tick()
@@ -308,8 +312,10 @@ class Publisher:
         self._reactor.drop_raw_deliveries(link)
         self._link = None
         if condition is not None and not self._closed:
-            # The server refused the link itself (an unknown node, no permission): nothing will get through.
-            self._fail(list(self._unconfirmed), f"link refused: {condition.name}: {condition.description}")
+            # The server refused the link itself (a bad address, no permission): nothing will get through, so
+            # what is in flight fails now and later sends fail at once (until a new connection tries again).
+            self._refused = f"{condition.name}: {condition.description}"
+            self._fail(list(self._unconfirmed), f"link refused: {self._refused}")
 
     def _fail(self, seqs: list[int], reason: str) -> None:
         for seq in seqs:

@@ -182,6 +182,20 @@ def test_a_rejected_message_is_a_publish_error_and_not_retried(server):
         client.close()
 
 
+def test_a_refused_publisher_link_fails_what_is_in_flight_and_later_sends_at_once(server):
+    client = Client(server.url)
+    try:
+        pub = client.publisher("client//bad", send_policy="inline", retry_duration=30.0)
+        started = time.monotonic()
+        with pytest.raises(PublishError, match="link refused: amqp:invalid-field"):
+            pub.send("in flight")
+        with pytest.raises(ClientError, match="refused the publisher"):
+            pub.send("later")
+        assert time.monotonic() - started < 5
+    finally:
+        client.close()
+
+
 def test_a_publisher_id_file_keeps_the_id_and_continues_the_numbering_after_a_restart(server, tmp_path):
     id_file = tmp_path / "publisher.id"
     client = Client(server.url)
