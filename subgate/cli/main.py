@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from subgate.cli.bookmarks import bookmarks
+from subgate.cli.client_commands import publish, subscribe
 from subgate.cli.journal import journal
 from subgate.cli.options import (
     ConfigError,
@@ -42,6 +43,8 @@ main.add_command(grants)
 main.add_command(topics)
 main.add_command(bookmarks)
 main.add_command(journal)
+main.add_command(publish)
+main.add_command(subscribe)
 
 
 @main.command()
