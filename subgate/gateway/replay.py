@@ -73,8 +73,8 @@ class Replays:
     def hold(
         self, link: Link, state: ConnectionState, request: ReplayRequest, address: str, resume: Callable[[], None]
     ) -> None:
-        """Ask the journal where ``request`` starts on topic ``address``; ``resume`` runs the attach again once it
-        has answered (not when the link or its connection ended meanwhile)."""
+        """Ask the journal where ``request`` starts on topic ``address``; ``resume`` releases the held link state
+        and runs the attach again once it has answered (not when the link or its connection ended meanwhile)."""
         held = HeldReplay(link, state)
         state.adopt(held)
         read = ReplayRead(
@@ -86,11 +86,8 @@ class Replays:
         def answered(outcome: ReplayAnswer | BaseException | None) -> None:
             if held.closed or state.closed:
                 return
-            held.closed = True
-            state.forget(held)
-            link._sg = None  # type: ignore[attr-defined]  # our attribute on proton's wrapper
             self._placed[link] = self._placed_from(request, outcome)
-            resume()
+            resume()  # the attach releases the held state and runs again
 
         self._journal.submit_read(read, answered)
 
