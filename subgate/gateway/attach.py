@@ -259,8 +259,8 @@ class Attacher:
                 return  # held while the journal places its replay (gateway.replay)
             outbound, replayed = subscribed
             no_local = filters.no_local
-            if replayed and filters.replay is not None and filters.replay_key is not None:
-                replay_echo = (filters.replay_key, filters.replay.value)
+            if replayed:
+                replay_echo = filters.replay_echo
         else:
             if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
                 outbound = BrowserConsumer(link, state, node, _on_bytes(matcher), self.closer, self.transacting)
@@ -379,13 +379,11 @@ class Attacher:
         accepts = subscription_filter(start, no_local_id, matcher)
         outbound = SelectorConsumer(link, state, queue, router.topics, self.transacting)
         outbound.selector_sub = router.topics.subscribe(selector, queue, accepts, readable)
-        if placed is not None and placed.point.after < start:
+        if placed is not None:
             self.subscriptions.replay_selector(queue, selector, readable, no_local_id, matcher, placed, start)
         queue.add_consumer(outbound)
         state.adopt(outbound)
-        echo = None
-        if placed is not None and filters.replay is not None and filters.replay_key is not None:
-            echo = (filters.replay_key, filters.replay.value)
+        echo = filters.replay_echo if placed is not None else None
         accept_consumer(link, None, filters.selector, filters.no_local, echo)
         _take_early_credit(outbound)
 

@@ -141,26 +141,28 @@ class Subscriptions:
         queue = Queue(name, durable=kind.durable)
         queue.limit_memory(router.memory_limit)
         start = router.last_seq
-        replays = replay is not None and replay.point.after < start
+        if replay is not None and replay.point.after >= start:
+            replay = None  # nothing journaled lies between its start and now: live only
         cursor = None
         if kind.durable:
-            low_water = replay.point.after if replay is not None and replays else start
+            low_water = replay.point.after if replay is not None else start
             cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name, low_water)
-            if replay is not None and replays:
-                for seq in sorted(replay.point.skip):
-                    cursor.discarded(seq)
+            for seq in sorted(replay.point.skip) if replay is not None else ():
+                cursor.discarded(seq)
             router.track_cursor(cursor, queue)
             queue.cursor = cursor
             topic.durable_subscriptions += 1
         sub = Subscription(sub_id, key, kind, details, queue, topic, cursor, now_ms(), container_id)
         no_local_id = container_id if details.no_local else None
-        if cursor is not None or replays:
+        if cursor is not None or replay is not None:
+            # A durable one's skipped bookmarks are acks of its cursor already; a volatile one filters them.
             skip = replay.point.skip if replay is not None and cursor is None else frozenset()
             accepts = row_filter(no_local_id, matcher, skip)
-            self._pager.attach(queue, cursor.cursor_id if cursor else 0, topic.name, accepts, replaying=replays)
+            replaying = replay is not None
+            self._pager.attach(queue, cursor.cursor_id if cursor else 0, topic.name, accepts, replaying=replaying)
             queue.on_paging = topic.queue_paging
         topic.subscribe(queue, subscription_filter(start, no_local_id, matcher), live=live)
-        if replay is not None and replays:
+        if replay is not None:
             queue.page_from(replay.point.after, start, replay.rows)
         if key is not None:
             self.by_key[key] = sub
@@ -202,7 +204,9 @@ class Subscriptions:
     ) -> None:
         """A topic selector consumer's replay: the journal's rows of every topic it selects (and may read), from
         ``replay`` up to ``start``, in journal order, read in pages under the selector's path prefix; later
-        messages arrive live through its topics."""
+        messages arrive live through its topics. Nothing to read when the replay starts at ``start``."""
+        if replay.point.after >= start:
+            return
         base = row_filter(no_local_id, matcher, replay.point.skip)
 
         def accepts(stored: StoredMessage) -> bool:

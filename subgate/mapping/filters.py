@@ -28,6 +28,13 @@ class FilterRequest:
     replay: ReplayRequest | None = None
     replay_key: str | None = None
 
+    @property
+    def replay_echo(self) -> tuple[str, str] | None:
+        """The bookmark filter's (key, value) as the attach answer echoes it once the replay is applied."""
+        if self.replay is None or self.replay_key is None:
+            return None
+        return self.replay_key, self.replay.value
+
 
 def _is(descriptor: object, code: int, name: str) -> bool:
     if isinstance(descriptor, bool):
