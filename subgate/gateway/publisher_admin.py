@@ -23,7 +23,7 @@ from __future__ import annotations
 from subgate.engine.duplicates import PublisherMarks
 from subgate.gateway.management import Request, Response
 from subgate.gateway.router import Router
-from subgate.mapping.branch_modes import PUBLISHER_MODES, BranchModeError, check_mode, mode_of
+from subgate.mapping.branch_modes import PUBLISHER_MODES, BranchModeError, check_mode, publisher_mode, setting_branch
 
 PUBLISHER_MODE_TYPE = "publisher-mode"
 PUBLISHER_TYPE = "publisher"
@@ -42,9 +42,8 @@ def handle(request: Request, router: Router, marks: PublisherMarks) -> Response:
     if not name:
         return Response(400, "a publisher-mode request needs a name (a topic path, a branch or a queue)")
     if operation == "READ":
-        mode = mode_of(branches, name, "")
-        branch = _setting_branch(branches, name)
-        return Response(200, "OK", {"name": name, "mode": mode or PUBLISHER_MODES[0], "branch": branch})
+        branch = setting_branch(branches, name)
+        return Response(200, "OK", {"name": name, "mode": publisher_mode(branches, name), "branch": branch})
     if operation == "UPDATE":
         mode = str(request.properties.get("mode") or "").lower()
         try:
@@ -59,16 +58,6 @@ def handle(request: Request, router: Router, marks: PublisherMarks) -> Response:
         modes.set_publisher_modes({b: m for b, m in branches.items() if b != name}, router.all_nodes())
         return Response(204, f"publisher mode of {name!r} removed")
     return Response(501, f"unknown operation {operation!r} for type {PUBLISHER_MODE_TYPE!r}")
-
-
-def _setting_branch(branches: dict[str, str], name: str) -> str | None:
-    path = name
-    while path:
-        if path in branches:
-            return path
-        cut = path.rfind("/")
-        path = path[:cut] if cut > 0 else ""
-    return None
 
 
 def _publisher(request: Request, marks: PublisherMarks) -> Response:

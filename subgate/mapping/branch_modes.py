@@ -63,17 +63,22 @@ def parse_publisher_modes(entries: tuple[str, ...]) -> dict[str, str]:
     return parse_branch_modes(entries, PUBLISHER_MODES, "publisher-modes")
 
 
-def mode_of(branches: dict[str, str], name: str, default: str) -> str:
-    """The mode of the node ``name``: that of the most specific branch holding it, else ``default``."""
+def setting_branch(branches: dict[str, str], name: str) -> str | None:
+    """The most specific branch of ``branches`` that is ``name`` or one of its ancestors, if any."""
     path = name
     while True:
-        mode = branches.get(path)
-        if mode is not None:
-            return mode
+        if path in branches:
+            return path
         cut = path.rfind("/")
         if cut <= 0:
-            return default
+            return None
         path = path[:cut]
+
+
+def mode_of(branches: dict[str, str], name: str, default: str) -> str:
+    """The mode of the node ``name``: that of the most specific branch holding it, else ``default``."""
+    branch = setting_branch(branches, name)
+    return default if branch is None else branches[branch]
 
 
 def journal_mode(branches: dict[str, str], topic: str) -> str:
