@@ -38,6 +38,34 @@ def load_catalog(session: Session) -> Catalog:
     )
 
 
+def _backlog_conditions(
+    cursor_id: int,
+    address: str,
+    after: int,
+    upto: int | None = None,
+    non_durable_after: int | None = 0,
+    prefix: bool = False,
+) -> list[ColumnElement[bool]]:
+    """Which journal rows are a cursor's backlog: those of ``address`` above ``after`` (and up to ``upto``) that it
+    has not acked; rows with ``durable = false`` only above ``non_durable_after`` (non-persistent messages written
+    before the last start are gone), none of them when it is None (what a server started now would keep). With
+    ``prefix``, ``address`` is a topic path prefix and the rows are those of every topic at or under it (a topic
+    selector's replay)."""
+    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
+    conditions = [
+        _under(address) if prefix else JournalMessage.address == address,
+        JournalMessage.id > after,
+        JournalMessage.id.not_in(acked),
+    ]
+    if non_durable_after is None:
+        conditions.append(JournalMessage.durable.is_(True))
+    elif non_durable_after > after:
+        conditions.append(or_(JournalMessage.durable.is_(True), JournalMessage.id > non_durable_after))
+    if upto is not None:
+        conditions.append(JournalMessage.id <= upto)
+    return conditions
+
+
 def _backlog_stmt(
     cursor_id: int,
     address: str,
@@ -46,17 +74,13 @@ def _backlog_stmt(
     non_durable_after: int = 0,
     prefix: bool = False,
 ) -> Select[Any]:
-    """A cursor's journal rows above ``after`` (and up to ``upto``) that it has not acked, in order; rows with
-    ``durable = false`` only above ``non_durable_after`` (non-persistent messages written before the last start
-    are gone). With ``prefix``, ``address`` is a topic path prefix and the rows are those of every topic at or
-    under it (a topic selector's replay)."""
-    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
+    """A cursor's backlog rows (``_backlog_conditions``), in order, as recovery and page reads take them."""
     failures = (
         select(DeliveryFailure.failures)
         .where(DeliveryFailure.cursor_id == cursor_id, DeliveryFailure.message_id == JournalMessage.id)
         .scalar_subquery()
     )
-    stmt = (
+    return (
         select(
             JournalMessage.id,
             JournalMessage.payload,
@@ -66,16 +90,22 @@ def _backlog_stmt(
             JournalMessage.publisher_id,
             JournalMessage.address,
         )
-        .where(
-            _under(address) if prefix else JournalMessage.address == address,
-            JournalMessage.id > after,
-            JournalMessage.id.not_in(acked),
-        )
+        .where(*_backlog_conditions(cursor_id, address, after, upto, non_durable_after, prefix))
         .order_by(JournalMessage.id)
     )
-    if non_durable_after > after:
-        stmt = stmt.where(or_(JournalMessage.durable.is_(True), JournalMessage.id > non_durable_after))
-    return stmt if upto is None else stmt.where(JournalMessage.id <= upto)
+
+
+def count_backlog(
+    conn: Connection | Session,
+    cursor_id: int,
+    address: str,
+    after: int,
+    upto: int | None = None,
+    non_durable_after: int | None = 0,
+) -> int:
+    """How many rows a cursor's backlog holds (``_backlog_conditions``), counted without reading them."""
+    conditions = _backlog_conditions(cursor_id, address, after, upto, non_durable_after)
+    return conn.scalar(select(func.count()).select_from(JournalMessage).where(*conditions)) or 0
 
 
 def _under(prefix: str) -> ColumnElement[bool]:
@@ -111,9 +141,7 @@ def backlog(
 
 def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0) -> int:
     """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
-    low = max(after, cursor.low_water)
-    stmt = _backlog_stmt(cursor.id, cursor.address, low, upto, non_durable_after).subquery()
-    return session.scalar(select(func.count()).select_from(stmt)) or 0
+    return count_backlog(session, cursor.id, cursor.address, max(after, cursor.low_water), upto, non_durable_after)
 
 
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:

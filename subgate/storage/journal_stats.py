@@ -9,8 +9,8 @@ commit) and return plain records from ``engine.records``.
 A bookmark is a durable subscription's journal cursor (``ack_cursors``): its low-water mark, the ``acks`` rows
 above it, and the backlog: the journal rows of the subscription's topic above the low-water mark that the cursor
 has not acked, before the subscription's selector and no-local filter (those are applied when the rows are
-delivered). Rows with ``durable = false`` follow the rule of ``catalog._backlog_stmt``: they count only above
-``BookmarkRead.non_durable_after``, or not at all when it is None.
+delivered), counted by ``catalog.count_backlog`` (the count recovery makes too): rows with ``durable = false``
+count only above ``BookmarkRead.non_durable_after``, or not at all when it is None.
 
 The figures group the journal by branch (``branch_of``): a topic's address by its first path segment
 (``prices/fx/EURUSD`` is in ``prices``), a queue by its whole name.
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Connection, exists, func, or_, select
+from sqlalchemy import Connection, func, select
 
 from subgate.engine.records import (
     Bookmark,
@@ -33,6 +33,7 @@ from subgate.engine.records import (
     JournalPosition,
     JournalStats,
 )
+from subgate.storage.catalog import count_backlog
 from subgate.storage.models import Ack, AckCursor, JournalMessage
 from subgate.storage.subscription_admin import describe
 from subgate.storage.subscriptions import lookup_statement, subscription_record
@@ -58,22 +59,8 @@ def read_bookmark(conn: Connection, read: BookmarkRead) -> Bookmark | None:
     accepted, highest = conn.execute(
         select(func.count(), func.max(Ack.message_id)).where(Ack.cursor_id == record.cursor_id)
     ).one()
-    backlog = _backlog(conn, record.cursor_id, record.topic, low_water, read.non_durable_after)
+    backlog = count_backlog(conn, record.cursor_id, record.topic, low_water, None, read.non_durable_after)
     return Bookmark(record, JournalPosition(low_water, accepted or 0, highest, backlog))
-
-
-def _backlog(conn: Connection, cursor_id: int, topic: str, low_water: int, non_durable_after: int | None) -> int:
-    acked = exists().where(Ack.cursor_id == cursor_id, Ack.message_id == JournalMessage.id)
-    stmt = (
-        select(func.count())
-        .select_from(JournalMessage)
-        .where(JournalMessage.address == topic, JournalMessage.id > low_water, ~acked)
-    )
-    if non_durable_after is None:
-        stmt = stmt.where(JournalMessage.durable.is_(True))
-    elif non_durable_after > low_water:
-        stmt = stmt.where(or_(JournalMessage.durable.is_(True), JournalMessage.id > non_durable_after))
-    return conn.scalar(stmt) or 0
 
 
 def missing_bookmark(bookmark: Bookmark | None, name: str, client_id: str | None) -> str | None:
