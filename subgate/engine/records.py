@@ -103,12 +103,14 @@ class ReplayAnswer:
 class RetentionRun:
     """One bounded step of a retention pass (mapping.retention): delete the deletable rows journaled at or before
     ``cutoff_ms`` among the sequences above ``after`` and at most ``window`` above it; non-persistent rows at or
-    below ``stale_below`` (an earlier run's) are deletable whoever has not accepted them."""
+    below ``stale_below`` (an earlier run's) are deletable whoever has not accepted them. ``upto``, the last
+    sequence old enough, is found by the pass's first step (None) and handed to the next ones."""
 
     cutoff_ms: int
     after: int
     window: int
     stale_below: int
+    upto: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,10 +54,11 @@ class Retention:
         if self.stopping:
             return
         self._cutoff_ms = now_ms() - self.retention_ms
-        self._step(0)
+        self._step(0, None)
 
-    def _step(self, after: int) -> None:
-        run = RetentionRun(self._cutoff_ms, after, STEP_WINDOW, self._stale_below)
+    def _step(self, after: int, upto: int | None) -> None:
+        """One step above ``after``; ``upto`` (None for the first step of a pass) is what the first step found."""
+        run = RetentionRun(self._cutoff_ms, after, STEP_WINDOW, self._stale_below, upto)
         self._journal.submit_read(run, self._answered)
 
     def _answered(self, outcome: RetentionAnswer | BaseException | None) -> None:
@@ -67,7 +68,7 @@ class Retention:
             return
         self.deleted += outcome.deleted
         if outcome.reached < outcome.upto and not self.stopping:
-            self._schedule(0.0, lambda: self._step(outcome.reached))
+            self._schedule(0.0, lambda: self._step(outcome.reached, outcome.upto))
             return
         self._next_pass()
 

@@ -18,11 +18,13 @@ _MESSAGES = table_of(JournalMessage)
 
 
 def retain(conn: Connection, run: RetentionRun) -> RetentionAnswer:
-    oldest = conn.execute(select(func.min(JournalMessage.id))).scalar() or 0
-    if not oldest:
-        return RetentionAnswer(0, run.after, run.after)
-    upto = last_at_or_before(conn, run.cutoff_ms, oldest)
-    start = max(run.after, oldest - 1)
+    start, upto = run.after, run.upto
+    if upto is None:  # the pass's first step: where the journal starts, and its last row old enough
+        oldest = conn.execute(select(func.min(JournalMessage.id))).scalar() or 0
+        if not oldest:
+            return RetentionAnswer(0, run.after, run.after)
+        upto = last_at_or_before(conn, run.cutoff_ms, oldest)
+        start = max(start, oldest - 1)
     end = min(upto, start + run.window)
     if end <= start:
         return RetentionAnswer(0, upto, upto)

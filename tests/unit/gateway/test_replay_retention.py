@@ -48,11 +48,11 @@ def test_a_pass_steps_through_the_journal_then_waits_for_the_next():
     assert [delay for delay, _ in timers] == [30.0]
     timers.pop()[1]()  # the pass begins
     run, token = journal.runs.pop()
-    assert (run.after, run.window, run.stale_below) == (0, STEP_WINDOW, 5)
+    assert (run.after, run.window, run.stale_below, run.upto) == (0, STEP_WINDOW, 5, None)
     token(RetentionAnswer(deleted=3, reached=20_000, upto=50_000))
     timers.pop()[1]()  # the next step at once
     run, token = journal.runs.pop()
-    assert run.after == 20_000
+    assert (run.after, run.upto) == (20_000, 50_000)  # the first step's finding, not searched again
     token(RetentionAnswer(deleted=2, reached=50_000, upto=50_000))
     assert retention.deleted == 5 and retention.passes == 1
     assert [delay for delay, _ in timers] == [30.0]  # the next pass
