@@ -28,6 +28,8 @@ from cproton import (
 from proton import Condition, Connection, Delivery, Link
 
 from subgate.engine import codec
+from subgate.engine.codec import AnnotationMemo
+from subgate.engine.duplicates import PUBLISHER_SEQ
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
@@ -120,7 +122,7 @@ class Receiving(Protocol):
 class Inbound(LinkState):
     """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
 
-    __slots__ = ("node", "publisher_id", "pending", "window", "credit", "service", "pipeline")
+    __slots__ = ("node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations")
 
     def __init__(
         self,
@@ -138,6 +140,7 @@ class Inbound(LinkState):
         self.window = window
         self.credit = 0  # granted and not used yet: kept here, so the hot path never asks proton (pn_link_credit)
         self.service = False  # a link to the $management node
+        self.annotations = AnnotationMemo(PUBLISHER_SEQ)  # its messages' annotation map, decoded once (codec.memo)
 
     def on_delivery(self, delivery: Delivery) -> None:
         pipeline = self.pipeline

@@ -140,7 +140,7 @@ class Publishing:
             return
         try:
             txn = self.transacting.transaction_of(delivery)
-            env = codec.scan(raw)
+            env = codec.scan(raw, inbound.annotations)
             node = inbound.node or self._relay_node(env, inbound.conn)
             # A transaction's sends are numbered by the server: a rollback must not leave a mark behind.
             identity = publisher_identity(env.annotations) if env.annotations and txn is None else None

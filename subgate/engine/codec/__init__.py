@@ -27,12 +27,15 @@ Theory of operation
   more than the whole buffer has bytes. Nesting too deep for Python's stack is a ``CodecError``.
 * Two bounded caches, emptied when full, keep repeated work off the hot path: the ``Symbol`` for each
   symbol spelling seen, and the decoded header for each header encoding (there are few distinct ones).
+* ``scan(raw, memo)`` with an ``AnnotationMemo`` per publisher link decodes a message-annotations section
+  that repeats the link's previous one (all but the ulong publisher seq) only once (``codec.memo``).
 """
 
 from __future__ import annotations
 
 from subgate.engine.codec.decode import decode_value
 from subgate.engine.codec.encode import encode_value
+from subgate.engine.codec.memo import AnnotationMemo
 from subgate.engine.codec.rewrite import with_annotations, with_delivery_count
 from subgate.engine.codec.sections import Envelope, application_properties, scan
 from subgate.engine.codec.types import (
@@ -55,6 +58,7 @@ from subgate.engine.codec.types import (
 )
 
 __all__ = [
+    "AnnotationMemo",
     "Byte",
     "Char",
     "CodecError",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from subgate.engine.codec.decode import READERS, compound, elements, leftover, pairs, read_value, skip, truncated
+from subgate.engine.codec.memo import AnnotationMemo
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt, ULong
 
 # --------------------------------------------------------------------------------------------------
@@ -235,22 +236,23 @@ class Envelope:
     reply_to_group_id: str | None = None
 
 
-def scan(raw: bytes) -> Envelope:
+def scan(raw: bytes, memo: AnnotationMemo | None = None) -> Envelope:
     """Walk the sections of an encoded message once and return its ``Envelope``.
 
     Decodes the header, message-annotations and properties; records the spans of the other sections,
-    skipping each through its size prefix without decoding it.
+    skipping each through its size prefix without decoding it. With a ``memo`` (one per publisher link), a
+    message-annotations section like the link's previous one is not decoded again (``codec.memo``).
 
     Raises:
         CodecError: the sections are malformed, truncated, unknown or out of order.
     """
     try:
-        return _scan(raw if type(raw) is bytes else bytes(raw))
+        return _scan(raw if type(raw) is bytes else bytes(raw), memo)
     except RecursionError:
         raise CodecError("message-annotations or properties nested too deeply") from None
 
 
-def _scan(raw: bytes) -> Envelope:
+def _scan(raw: bytes, memo: AnnotationMemo | None) -> Envelope:
     end = len(raw)
     pos = previous = 0
     header_end = 0
@@ -265,7 +267,13 @@ def _scan(raw: bytes) -> Envelope:
             raise _order_error(previous, code, start)
         previous = code
         if code == _MESSAGE_ANNOTATIONS:
-            annotations, pos = _annotations(raw, pos, end)
+            recalled = memo.recall(raw, start) if memo is not None else None
+            if recalled is not None:
+                annotations, pos = recalled
+            else:
+                annotations, pos = _annotations(raw, pos, end)
+                if memo is not None:
+                    memo.learn(raw, start, pos, annotations)
             ann_start, ann_end = start, pos
         elif code == _PROPERTIES:
             props, pos = _properties(raw, pos, end)
