@@ -39,7 +39,9 @@ def publisher_identity(annotations: dict[str, object] | None) -> tuple[str, int]
         raise Refused(INVALID_FIELD, f"{PUBLISHER_ID} must be a string of 1 to {MAX_PUBLISHER_ID} characters")
     if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
         raise Refused(INVALID_FIELD, f"{PUBLISHER_SEQ} must be a ulong below 2^63")
-    return publisher_id, seq
+    # A plain int: the journal binds it for every row, and the drivers take an int subclass (ULong) the slow way
+    # (about 1 µs a row on SQLite, bench: the writer's CPU per row).
+    return publisher_id, int(seq)
 
 
 class PublisherMarks:
