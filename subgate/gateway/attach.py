@@ -73,6 +73,7 @@ from subgate.mapping.subscriptions import (
     lookup_key,
     lookup_source_capabilities,
 )
+from subgate.mapping.wildcards import check_address
 from subgate.topics import Selector, is_valid_path
 
 log = logging.getLogger("subgate.broker")
@@ -228,6 +229,8 @@ class Attacher:
             return
         if not source.dynamic and address and kind_from_capabilities(source.capabilities) != QUEUE:
             fetch = "fetch" in source.capabilities
+            wildcards, delimiter = self.settings.artemis_wildcards, self.settings.wildcard_delimiter
+            address = check_address(address, translate=wildcards, delimiter=delimiter)  # news.# (mapping.wildcards)
             # An invalid selector raises TopicsError: ``attach`` refuses it as invalid-field.
             selector = fetch_selector(address) if fetch else selector_address(address)
             if consult_handlers and self._hold_if_missing(link, state, source, selector, fetch):

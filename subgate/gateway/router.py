@@ -31,6 +31,7 @@ from subgate.mapping.branch_modes import (
     publisher_mode,
 )
 from subgate.mapping.names import check_new_name
+from subgate.mapping.wildcards import refuse_as_node
 from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
@@ -170,6 +171,8 @@ class Router:
             Refused: mapping.addresses.resolve_node's refusals, and mapping.names.check_new_name's.
         """
         existing = self.nodes.get(address)
+        if existing is None:
+            refuse_as_node(address, self.settings.wildcard_delimiter)
         decision = resolve_node(
             address,
             requested_kind,

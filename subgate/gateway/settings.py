@@ -117,4 +117,10 @@ class Settings:
     multicast_prefixes: tuple[str, ...] = setting(
         ("topic://",), "Comma-separated address prefixes that name a topic (as Artemis' multicastPrefix); '' for none."
     )
+    artemis_wildcards: bool = setting(
+        False,
+        "Read a topic consumer's address in Artemis wildcard syntax (news.#, news.*.eu) as the Diffusion topic "
+        "selector it means; off: such an address is refused with the Diffusion form in the error. Never a node.",
+    )
+    wildcard_delimiter: str = setting(".", "The word delimiter of Artemis wildcard addresses.")
     expiry_sweep_interval: float = 1.0
