@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from subgate.engine.groups import DEFAULT_MAX_GROUPS
+
 BLOCK = "block"
 FAIL = "fail"
 POLICIES = (BLOCK, FAIL)
@@ -59,16 +61,18 @@ RESUME_PERCENT = 80  # a blocked queue gives credit again once it holds at most 
 
 @dataclass(frozen=True)
 class MemoryLimit:
-    """A queue's limit on messages held in memory only: ``messages`` and ``bytes`` (0: none), and the policy."""
+    """A queue's limit on messages held in memory only: ``messages`` and ``bytes`` (0: none), and the policy; and
+    on the message groups whose consumer it remembers (``groups``: engine.groups)."""
 
     messages: int = 0
     bytes: int = 0
     policy: str = BLOCK
+    groups: int = DEFAULT_MAX_GROUPS
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"memory-full policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
-        if self.messages < 0 or self.bytes < 0:
+        if self.messages < 0 or self.bytes < 0 or self.groups < 1:
             raise ValueError("memory limits cannot be negative")
 
     def full_at(self) -> tuple[int, int]:

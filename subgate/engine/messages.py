@@ -25,6 +25,8 @@ class Message:
         "origin",
         "journaled",
         "annotations",
+        "group",
+        "group_seq",
     )
 
     def __init__(
@@ -40,6 +42,8 @@ class Message:
         origin: object = None,
         journaled: bool = False,
         annotations: dict[str, object] | None = None,
+        group: str | None = None,
+        group_seq: int | None = None,
     ) -> None:
         self.seq = seq
         self.raw = raw
@@ -51,6 +55,8 @@ class Message:
         self.origin = origin  # the publishing connection (no-local)
         self.journaled = journaled
         self.annotations = annotations
+        self.group = group  # JMSXGroupID (engine.groups)
+        self.group_seq = group_seq  # JMSXGroupSeq as the uint on the wire
 
     def as_journaled(self, journaled: bool, raw: bytes | None = None) -> Message:
         """The same message marked as in the journal or not (with ``raw``, its bytes as journaled: the bookmark
@@ -65,6 +71,8 @@ class Message:
             deliver_at=self.deliver_at,
             origin=self.origin,
             journaled=journaled,
+            group=self.group,
+            group_seq=self.group_seq,
         )
 
 

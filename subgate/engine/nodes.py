@@ -29,11 +29,20 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+from subgate.engine.groups import GroupTable
 from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
 from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
 from subgate.engine.pages import PageWindow
 from subgate.engine.waiting import Waiting
 from subgate.mapping.outcomes import Settlement
+
+_MAX_HELD_PASSED = 1000  # messages waiting for their group's owner that one dispatch walks past
+
+
+def _offers(declined: dict[int, set[int]], message: Message, consumer: Consumer) -> bool:
+    """Would ``consumer`` take ``message`` (it has not declined it before, its filter accepts it)?"""
+    refused = declined.get(message.seq)
+    return (refused is None or id(consumer) not in refused) and consumer.accepts(message)
 
 
 class Queue:
@@ -58,6 +67,7 @@ class Queue:
         self._declined: dict[int, set[int]] = {}
         self._outstanding: dict[int, Message] = {}  # delivered, not settled yet
         self._rr = 0
+        self.groups: GroupTable[Consumer] = GroupTable()  # JMSXGroupID -> its consumer (engine.groups)
         self.on_schedule: Callable[[int], None] | None = None  # asks the gateway for a timer at that ms
         self.expired_count = 0
         self.dead_count = 0
@@ -85,7 +95,8 @@ class Queue:
         pages.limit, pages.on_page, pages.on_browse = limit, on_page, on_browse
 
     def limit_memory(self, limit: MemoryLimit) -> None:
-        """Set the limit on messages held in memory only (engine.memory)."""
+        """Set the limit on messages held in memory only (engine.memory), and on remembered message groups."""
+        self.groups.max_groups = limit.groups
         self.memory = limit
         self._full_count, self._full_bytes = limit.full_at()
         self._resume_count, self._resume_bytes = limit.resume_at()
@@ -162,10 +173,6 @@ class Queue:
         if self.consumers:
             self.dispatch()
 
-    def page_failed(self) -> None:
-        """The page read failed; the next dispatch asks again."""
-        self.pages.failed()
-
     def _take(self, message: Message, failures: int) -> None:
         if message.journaled:
             if message.seq > self.pages.last_journaled:
@@ -209,6 +216,7 @@ class Queue:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self.groups.release(consumer)  # its groups move to the next consumer to take one of their messages
         # Exclusions are by id(): once the consumer is gone its id may be reused by a new one.
         for declined in self._declined.values():
             declined.discard(id(consumer))
@@ -247,19 +255,31 @@ class Queue:
                 idle = 0
                 declined = False
                 continue
+            if message.group is not None:
+                owner = self.groups.owner(message.group)
+                if owner is not None:
+                    # Its group's owner takes it, or it waits for the owner while later messages go on.
+                    waiting.pop(message)
+                    if owner.credit > 0 and _offers(self._declined, message, owner):
+                        self._deliver(message, owner)
+                    else:
+                        if skipped is None:
+                            skipped = []
+                        skipped.append(message)
+                        if len(skipped) >= _MAX_HELD_PASSED:
+                            break  # bounded work per dispatch while owners have no credit
+                    continue
             consumer = consumers[self._rr % count]
             self._rr += 1
             if consumer.credit <= 0:
                 idle += 1
                 continue
-            refused = self._declined.get(message.seq)
-            if (refused is not None and id(consumer) in refused) or not consumer.accepts(message):
+            if not _offers(self._declined, message, consumer):
                 idle += 1
                 declined = True
                 continue
             waiting.pop(message)
-            self._outstanding[message.seq] = message
-            consumer.deliver(message, self._failures.get(message.seq, 0))
+            self._deliver(message, consumer)
             idle = 0
             declined = False
         if skipped is not None:
@@ -268,6 +288,12 @@ class Queue:
         pages = self.pages
         if pages.after >= 0 and len(waiting) <= pages.limit // 2:
             pages.request(self)
+
+    def _deliver(self, message: Message, consumer: Consumer) -> None:
+        self._outstanding[message.seq] = message
+        if message.group is not None:
+            self.groups.delivered(message.group, consumer, message.group_seq)
+        consumer.deliver(message, self._failures.get(message.seq, 0))
 
     # -- settlement ----------------------------------------------------------------------------------------
     def settle(

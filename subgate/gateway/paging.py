@@ -39,6 +39,8 @@ def restored(stored: StoredMessage) -> Message:
         expires=stored.expires_ms or 0,
         deliver_at=stored.deliver_ms or 0,
         journaled=True,
+        group=env.group_id,
+        group_seq=env.group_sequence,
     )
 
 
@@ -82,7 +84,7 @@ class _PageToken:
         queue, read = self.queue, self.read
         if not isinstance(outcome, list):
             log.warning("page read of %r failed: %s", queue.name, outcome)
-            queue.page_failed()
+            queue.pages.failed()  # the next dispatch asks again
             return
         reached = _reached(read, outcome)
         accepts = self.accepts

@@ -105,7 +105,10 @@ class Router:
         self.modes = NodeModes(settings)
         self.publisher_marks = catalog.publishers  # high-water marks at start-up (engine.duplicates)
         self.memory_limit = MemoryLimit(
-            settings.memory_limit_messages, settings.memory_limit_bytes, settings.memory_full_policy
+            settings.memory_limit_messages,
+            settings.memory_limit_bytes,
+            settings.memory_full_policy,
+            settings.max_groups,
         )
 
     # -- the journal, for the reactor's handlers ------------------------------------------------------------
@@ -296,6 +299,8 @@ class Router:
             deliver_at=deliver_at,
             origin=origin,
             journaled=journaled,
+            group=env.group_id,
+            group_seq=env.group_sequence,
         )
         return Ingest(message, record)
 

@@ -110,6 +110,12 @@ class Settings:
         "further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
         choices=("block", "fail"),
     )
+    max_groups: int = setting(
+        100_000,
+        "Message groups (JMSXGroupID) a queue remembers the consumer of; past it the least recently used group is "
+        "forgotten and its next message picks a consumer again.",
+        minimum=1,
+    )
     # Address prefixes that name the node type, as Artemis' anycastPrefix and multicastPrefix (mapping.names).
     anycast_prefixes: tuple[str, ...] = setting(
         ("queue://",), "Comma-separated address prefixes that name a queue (as Artemis' anycastPrefix); '' for none."

@@ -15,6 +15,10 @@ MAX_CLASS_METHODS = 25
 
 # name -> why it may break a rule (each entry must still break it: a stale exception fails too)
 EXCEPTIONS: dict[str, str] = {
+    "subgate/engine/nodes.py:dispatch": (
+        "the queue's hot loop, run for every delivery: expiry, message groups, round robin and declines in one "
+        "function so that a message costs no extra Python call (measured: each call counts under load)"
+    ),
     "subgate/migrations/versions/0001_create_core_tables.py:upgrade": (
         "an Alembic revision that already ran on stores in the field: one table of DDL, kept as it was applied"
     ),

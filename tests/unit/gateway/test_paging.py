@@ -253,7 +253,7 @@ def test_a_failed_read_is_asked_again_by_the_next_dispatch():
     queue.add_consumer(consumer)
     queue.dispatch()
     journal.reads.clear()
-    queue.page_failed()
+    queue.pages.failed()  # the next dispatch asks again
     queue.dispatch()
     assert len(journal.reads) == 1
 
