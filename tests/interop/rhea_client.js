@@ -26,6 +26,7 @@ send:
   --body TEXT                          body (amqp-value string); "{i}" is replaced by the index (default "message {i}")
   --durable --ttl MS --to ADDR --subject S
   --group-id G --group-modulo M          group-id G + (i mod M) per message (JMSXGroupID)
+  --priorities P0,P1,...               header priority of message i (JMSPriority)
   --property KEY=VALUE                 application property (repeatable; VALUE parsed as JSON if possible)
   --annotation KEY=VALUE               message annotation (repeatable; same parsing)
   --settled                            send pre-settled (no outcomes)
@@ -270,6 +271,7 @@ function cmd_send(opts) {
                 if (ttl !== undefined) msg.ttl = ttl;
                 if (opts.to) msg.to = opts.to;
                 if (opts.subject) msg.subject = opts.subject;
+                if (opts.priorities) msg.priority = Number(opts.priorities.split(',')[i]);
                 if (opts['group-id']) msg.group_id = opts['group-id'] + (opts['group-modulo'] ? String(i % Number(opts['group-modulo'])) : '');
                 if (Object.keys(properties).length) msg.application_properties = properties;
                 if (Object.keys(annotations).length) msg.message_annotations = annotations;
