@@ -14,6 +14,18 @@ again, with its seq, on every new connection, until ``retry_duration`` seconds a
 - ``close(linger)``: keeps trying for ``linger`` seconds, then gives up silently (as FTL does).
 
 A rejected message (``amqp:invalid-field``, ...) is not retried: the server will not take it.
+
+The hot path (docs/client.md, "Costs"). Who owns what:
+- Application threads, one at a time (``_numbering``): the seqs, the encoding (``wire.MessageEncoder``) and
+  ``_handed``, the count of messages handed over. They append ``(seq, bytes, deadline)`` to ``_incoming`` and
+  wake the I/O thread only when no wake is pending (``_wake_pending``): one ``EventInjector`` event for a run
+  of sends, not one per message.
+- The I/O thread: ``_unconfirmed``, ``_to_send``, ``_sent`` and ``_resolved``, the count of messages confirmed
+  or failed. It takes deliveries' outcomes straight from the container loop (loop.py) without the client's
+  lock, and takes the lock only to wake a waiting application thread.
+- Both, under the client's lock: ``_error``, ``_refused``, ``_closed`` and the waiters' ``_notify_level``.
+  ``_handed - _resolved`` is the number of unconfirmed messages; each counter has one writer, and the I/O thread
+  notifies only when that number has dropped to the level some waiter asked for (no notify per message).
 """
 
 from __future__ import annotations
@@ -21,47 +33,24 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from cproton import (
-    PN_ACCEPTED,
-    pn_delivery,
-    pn_delivery_remote_state,
-    pn_delivery_settle,
-    pn_link_advance,
-    pn_link_credit,
-    pn_link_send,
-)
-from proton import Condition, Delivery, Link, Message, Session, symbol, ulong
+from cproton import PN_ACCEPTED, lib, pn_delivery
+from proton import Condition, Delivery, Link, Session
 
 from subgate.client.errors import ClientError, PublishError
 from subgate.client.identity import PublisherIdFile
 from subgate.client.reactor import Reactor
 from subgate.client.termini import set_capabilities
+from subgate.client.wire import MessageEncoder
 
-PUBLISHER_ID = symbol("x-opt-publisher-id")
-PUBLISHER_SEQ = symbol("x-opt-publisher-seq")
 SEND_POLICIES = ("inline", "non_inline")
-
-
-def encode(body: Any, properties: Mapping[str, Any] | None, publisher_id: str, seq: int) -> bytes:
-    """One persistent message numbered for duplicate detection, as bytes for the sender link."""
-    message = Message(
-        body=body,
-        durable=True,
-        properties=dict(properties) if properties else None,
-        annotations={PUBLISHER_ID: publisher_id, PUBLISHER_SEQ: ulong(seq)},
-    )
-    return bytes(message.encode())
-
-
-@dataclass
-class _Unconfirmed:
-    data: bytes
-    deadline: float
+CHUNK = 64  # send_many hands messages over in chunks of at most this many (and at most max_batch_count)
+EVERY_RESOLVE = 1 << 62  # a notify level: wake the waiter on every confirmation (inline sends)
 
 
 @dataclass(frozen=True)
@@ -92,20 +81,32 @@ class Publisher:
         self.address = address
         self.publisher_id = publisher_id
         self.options = options
+        self._inline = options.send_policy == "inline"
         self._reactor = reactor
         self._cond = reactor.cond
-        self._numbering = threading.Lock()  # held by one sending thread at a time (seqs, encoding)
+        self._encoder = MessageEncoder(publisher_id)
+        # application threads (under _numbering)
+        self._numbering = threading.Lock()
         self._next_seq = first_seq
         self._id_file = id_file
-        self._unconfirmed: OrderedDict[int, _Unconfirmed] = OrderedDict()
+        self._handed = 0
+        self._incoming: deque[tuple[int, bytes, float]] = deque()
+        self._wake_pending = False
+        # the I/O thread
+        self._unconfirmed: dict[int, tuple[bytes, float]] = {}  # seq -> (bytes, deadline), in seq order
         self._to_send: deque[int] = deque()
         self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
+        self._resolved = 0
+        self._drained_seq = first_seq - 1  # every seq up to this one left _incoming
         self._link: Link | None = None
+        self._tick_at: float | None = None
+        self.confirmed = 0
+        # both, under the client's lock
         self._error: PublishError | None = None
         self._refused: str | None = None  # why the server refused the link, until a new connection retries it
         self._closed = False
-        self._tick_at: float | None = None
-        self.confirmed = 0
+        self._levels: list[int] = []
+        self._notify_level = -1
         with self._cond:
             reactor.owners.append(self)
         reactor.call(self._attach_now)
@@ -119,47 +120,67 @@ class Publisher:
 
     @property
     def unconfirmed(self) -> int:
-        with self._cond:
-            return len(self._unconfirmed)
+        """How many messages sent are not confirmed yet."""
+        return max(0, self._handed - self._resolved)
 
     def send(self, body: Any, properties: Mapping[str, Any] | None = None) -> int:
         """Publish one message; returns its seq. Raises ``PublishError`` as the send policy says."""
-        return self._send_all([(body, properties)])[-1]
-
-    def send_many(self, bodies: Iterable[Any]) -> list[int]:
-        """Publish many messages in one hand-off to the I/O thread; returns their seqs. An inline publisher
-        returns when all of them are accepted."""
-        return self._send_all([(body, None) for body in bodies])
-
-    def _send_all(self, items: list[tuple[Any, Mapping[str, Any] | None]]) -> list[int]:
-        """Number, encode and queue ``items`` in chunks; the encoding runs outside the shared lock, so the I/O
-        thread keeps confirming meanwhile. ``_numbering`` keeps concurrent senders' seqs in queue order."""
-        seqs: list[int] = []
-        chunk_size = max(1, min(64, self.options.max_batch_count))
         with self._numbering:
-            for start in range(0, len(items), chunk_size):
-                chunk = items[start : start + chunk_size]
+            if self._handed - self._resolved >= self.options.max_batch_count or self._troubled():
                 with self._cond:
                     self._check_usable()
-                    self._wait_for_room(len(chunk))
+                    self._wait_for_room(1)
+            seq = self._next_seq
+            if self._id_file is not None:
+                self._id_file.cover(seq + 1)
+            data = self._encoder.encode(body, properties, seq)
+            self._next_seq = seq + 1
+            self._handed += 1
+            self._incoming.append((seq, data, time.monotonic() + self.options.retry_duration))
+            self._wake()
+        if self._inline:
+            with self._cond:
+                self._wait_confirmed(seq, seq + 1)
+        return seq
+
+    def send_many(self, bodies: Iterable[Any]) -> list[int]:
+        """Publish many messages, handed to the I/O thread in chunks; returns their seqs. An inline publisher
+        returns when all of them are accepted."""
+        items = list(bodies)
+        chunk_size = max(1, min(CHUNK, self.options.max_batch_count))
+        encode = self._encoder.encode
+        with self._numbering:
+            first_seq = self._next_seq
+            for start in range(0, len(items), chunk_size):
+                chunk = items[start : start + chunk_size]
+                if self._handed - self._resolved + len(chunk) > self.options.max_batch_count or self._troubled():
+                    with self._cond:
+                        self._check_usable()
+                        self._wait_for_room(len(chunk))
                 first = self._next_seq
                 if self._id_file is not None:
                     self._id_file.cover(first + len(chunk))
-                publisher_id = self.publisher_id
-                encoded = [encode(body, props, publisher_id, first + i) for i, (body, props) in enumerate(chunk)]
-                with self._cond:
-                    self._check_usable()
-                    deadline = time.monotonic() + self.options.retry_duration
-                    for offset, data in enumerate(encoded):
-                        self._unconfirmed[first + offset] = _Unconfirmed(data, deadline)
-                        self._to_send.append(first + offset)
-                    self._next_seq = first + len(chunk)
-                seqs.extend(range(first, first + len(chunk)))
-                self._reactor.call(self._pump_now)
-        if self.options.send_policy == "inline":
+                deadline = time.monotonic() + self.options.retry_duration
+                self._handed += len(chunk)
+                self._incoming.extend(
+                    (first + offset, encode(body, None, first + offset), deadline) for offset, body in enumerate(chunk)
+                )
+                self._next_seq = first + len(chunk)
+                self._wake()
+            end_seq = self._next_seq
+        if self._inline:
             with self._cond:
-                self._wait_confirmed(seqs)
-        return seqs
+                self._wait_confirmed(first_seq, end_seq)
+        return list(range(first_seq, end_seq))
+
+    def _wake(self) -> None:
+        """Have the I/O thread take ``_incoming``, unless a wake is already on its way (appended before read)."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._reactor.call(self._pump_now)
+
+    def _troubled(self) -> bool:
+        return self._error is not None or self._closed or self._refused is not None or self._reactor.closing
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -175,29 +196,48 @@ class Publisher:
         if error is not None:
             raise error
 
-    def _wait_for_room(self, needed: int) -> None:
-        while len(self._unconfirmed) + needed > self.options.max_batch_count:
-            self._cond.wait(0.5)
-            self._check_usable()
+    @contextmanager
+    def _waiting(self, level: int) -> Iterator[None]:
+        """Ask the I/O thread to notify once at most ``level`` messages are unconfirmed (under the lock)."""
+        self._levels.append(level)
+        self._notify_level = max(self._levels)
+        try:
+            yield
+        finally:
+            self._levels.remove(level)
+            self._notify_level = max(self._levels, default=-1)
 
-    def _wait_confirmed(self, seqs: list[int]) -> None:
-        while any(seq in self._unconfirmed for seq in seqs):
-            self._cond.wait(0.5)
-            if self._closed or self._reactor.closing:
-                raise ClientError(f"the publisher to {self.address!r} was closed")
+    def _wait_for_room(self, needed: int) -> None:
+        most = self.options.max_batch_count
+        level = max(0, most - max(needed, most // 8))  # some slack: one wake lets a run of sends through
+        with self._waiting(level):
+            while self._handed - self._resolved + needed > most:
+                self._cond.wait(0.5)
+                self._check_usable()
+
+    def _is_resolved(self, seq: int) -> bool:
+        return seq <= self._drained_seq and seq not in self._unconfirmed
+
+    def _wait_confirmed(self, first: int, end: int) -> None:
+        with self._waiting(EVERY_RESOLVE):
+            for seq in range(first, end):
+                while not self._is_resolved(seq):
+                    if self._closed or self._reactor.closing:
+                        raise ClientError(f"the publisher to {self.address!r} was closed")
+                    self._cond.wait(0.5)
         self._raise_error()
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every message sent is confirmed. Raises ``PublishError`` for messages that failed, and
         ``TimeoutError`` when ``timeout`` seconds pass first (the messages stay in flight)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._unconfirmed and self._error is None:
+        with self._cond, self._waiting(0):
+            while self._handed > self._resolved and self._error is None:
                 if self._reactor.closing:
                     raise ClientError("the client is closed")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"{len(self._unconfirmed)} message(s) still unconfirmed after {timeout}s")
+                    raise TimeoutError(f"{self.unconfirmed} message(s) still unconfirmed after {timeout}s")
                 self._cond.wait(0.5 if left is None else min(left, 0.5))
             self._raise_error()
 
@@ -207,11 +247,10 @@ class Publisher:
         with self._cond:
             if self._closed:
                 return
-            while self._unconfirmed and time.monotonic() < deadline:
-                self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            with self._waiting(0):
+                while self._handed > self._resolved and time.monotonic() < deadline and not self._reactor.closing:
+                    self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
             self._closed = True
-            self._unconfirmed.clear()
-            self._to_send.clear()
             self._cond.notify_all()
         self._reactor.call(self._detach_now)
 
@@ -227,11 +266,12 @@ class Publisher:
         link.target.address = self.address
         set_capabilities(link.target, self.options.capability)
         self._reactor.adopt(link, self)
-        self._reactor.take_raw_deliveries(link, self)
+        self._reactor.take_raw_deliveries(link, self, locked=False)
         link.open()
         self._link = link
         self._refused = None
         self._sent.clear()
+        self._drain()
         self._to_send = deque(self._unconfirmed)  # every unconfirmed message again, in seq order
         self._schedule_tick()
 
@@ -244,43 +284,70 @@ class Publisher:
             self._reactor.drop_raw_deliveries(self._link)
             self._link.close()
             self._link = None
+        self._drain()
+        self._resolved += len(self._unconfirmed)  # given up (close's linger is over)
+        self._unconfirmed.clear()
+        self._to_send.clear()
         if self in self._reactor.owners:
             self._reactor.owners.remove(self)
 
+    def _drain(self) -> None:
+        """Move what application threads handed over into ``_unconfirmed`` and the send queue."""
+        incoming, unconfirmed, to_send = self._incoming, self._unconfirmed, self._to_send
+        for _ in range(len(incoming)):  # more may come meanwhile: the next wake takes them
+            seq, data, deadline = incoming.popleft()
+            unconfirmed[seq] = (data, deadline)
+            to_send.append(seq)
+            self._drained_seq = seq
+
     def _pump_now(self) -> None:
+        self._wake_pending = False  # before the drain: a message appended after it wakes us again
+        self._drain()
+        if self._closed:
+            return
         if self._link is not None:
-            self.on_link_flow(self._link)
+            self._send_on_credit(self._link._impl)
         self._schedule_tick()
 
     def on_link_opened(self, link: Link) -> None:
         pass
 
     def on_link_flow(self, link: Link) -> None:
-        """Send while the link has credit; by the link's C pointer, without a Python wrapper per delivery."""
-        if link != self._link:
-            return
-        impl = link._impl
-        credit = pn_link_credit(impl)
-        while credit > 0 and self._to_send:
-            seq = self._to_send.popleft()
-            pending = self._unconfirmed.get(seq)
+        if link == self._link:
+            self._drain()
+            self._send_on_credit(link._impl)
+
+    def _send_on_credit(self, impl: Any) -> None:
+        """Send while the link has credit, by the link's C pointer, without a Python wrapper per delivery."""
+        credit = lib.pn_link_credit(impl)
+        to_send, unconfirmed, sent = self._to_send, self._unconfirmed, self._sent
+        send, advance = lib.pn_link_send, lib.pn_link_advance
+        while credit > 0 and to_send:
+            seq = to_send.popleft()
+            pending = unconfirmed.get(seq)
             if pending is None:
                 continue
-            self._sent[pn_delivery(impl, str(seq))] = seq
-            pn_link_send(impl, pending.data)
-            pn_link_advance(impl)
+            data = pending[0]
+            sent[pn_delivery(impl, seq.to_bytes(8, "big"))] = seq  # the tag: the seq
+            send(impl, data, len(data))
+            advance(impl)
             credit -= 1
 
     def raw_delivery(self, impl: Any) -> None:
-        """The fast path (loop.py): an accepted delivery confirmed without wrapping it; anything else as usual."""
-        if pn_delivery_remote_state(impl) != PN_ACCEPTED:
-            self.on_delivery(Delivery.wrap(impl))
+        """The fast path (loop.py), without the client's lock: an accepted delivery confirmed without wrapping
+        it; anything else through ``on_delivery``, under the lock."""
+        if lib.pn_delivery_remote_state(impl) != PN_ACCEPTED:
+            with self._cond:
+                self.on_delivery(Delivery.wrap(impl))
             return
         seq = self._sent.pop(impl, None)
+        lib.pn_delivery_settle(impl)
         if seq is not None and self._unconfirmed.pop(seq, None) is not None:
             self.confirmed += 1
-            self._cond.notify_all()
-        pn_delivery_settle(impl)
+            self._resolved += 1
+            if self._handed - self._resolved <= self._notify_level:
+                with self._cond:
+                    self._cond.notify_all()
 
     def on_delivery(self, delivery: Delivery) -> None:
         seq = self._sent.pop(delivery._impl, None)
@@ -291,6 +358,7 @@ class Publisher:
         if state == Delivery.ACCEPTED or (state is None and delivery.remote_settled):
             del self._unconfirmed[seq]
             self.confirmed += 1
+            self._resolved += 1
             self._cond.notify_all()
         elif state == Delivery.REJECTED:
             condition = delivery.remote.condition
@@ -315,14 +383,17 @@ class Publisher:
             # The server refused the link itself (a bad address, no permission): nothing will get through, so
             # what is in flight fails now and later sends fail at once (until a new connection tries again).
             self._refused = f"{condition.name}: {condition.description}"
+            self._drain()
             self._fail(list(self._unconfirmed), f"link refused: {self._refused}")
 
     def _fail(self, seqs: list[int], reason: str) -> None:
-        for seq in seqs:
-            self._unconfirmed.pop(seq, None)
-        error = PublishError(reason, seqs)
-        self._error = error if self._error is None else self._error.merged(error)
-        self._cond.notify_all()
+        with self._cond:
+            for seq in seqs:
+                if self._unconfirmed.pop(seq, None) is not None:
+                    self._resolved += 1
+            error = PublishError(reason, seqs)
+            self._error = error if self._error is None else self._error.merged(error)
+            self._cond.notify_all()
         if self.options.on_loss is not None:
             self.options.on_loss(error)
 
@@ -330,15 +401,16 @@ class Publisher:
         """A timer at the oldest unconfirmed message's deadline; every message expires in seq order."""
         if not self._unconfirmed or self._tick_at is not None:
             return
-        first = next(iter(self._unconfirmed.values()))
-        self._tick_at = first.deadline
-        self._reactor.schedule(max(0.0, first.deadline - time.monotonic()) + 0.001, self._tick)
+        deadline = next(iter(self._unconfirmed.values()))[1]
+        self._tick_at = deadline
+        self._reactor.schedule(max(0.0, deadline - time.monotonic()) + 0.001, self._tick)
 
     def _tick(self) -> None:
         with self._cond:
             self._tick_at = None
+            self._drain()
             now = time.monotonic()
-            expired = [seq for seq, pending in self._unconfirmed.items() if pending.deadline <= now]
+            expired = [seq for seq, (_, deadline) in self._unconfirmed.items() if deadline <= now]
             if expired:
                 self._fail(expired, f"not confirmed within the retry duration of {self.options.retry_duration}s")
             self._schedule_tick()
