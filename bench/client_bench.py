@@ -6,12 +6,13 @@ server, next to the C load client (bench/loadgen.c) on the same address:
 2. one ``subgate serve`` (SQLite in a temp dir, started as bench/run.py starts it, default publisher mode
    ``store_confirm_send``) with one idle JMS durable subscription on the topic ``bench.client`` (``loadgen
    subscribe``), so every message is journaled and kept: S2T's load shape (bench/README.md);
-3. ``--rounds`` rounds, each running in turn (A B A B ...): ``loadgen send`` (S2T's send: N durable 1 KiB
-   messages, at most 1000 unsettled, each ``accepted`` counted), the SDK's ``non_inline`` ``send()`` of N,
-   ``loadgen send --publisher-id`` (the annotations the SDK puts on every message: the server's cost per message
-   is higher with them), the SDK's ``send_many`` of N in batches of ``--batch``, and ``--inline-count`` SDK
-   ``inline`` sends (rate and per-send latency); each SDK run has its own publisher id and is timed from its
-   first send to the end of ``flush()``, after one message sent and confirmed (the link is attached);
+3. ``--rounds`` rounds, each running in turn (A B C ..., every other round in reverse order, since the journal
+   grows through the run): ``loadgen send`` (S2T's send: N durable 1 KiB messages, at most 1000 unsettled, each
+   ``accepted`` counted), the SDK's ``non_inline`` ``send()`` of N, ``loadgen send --publisher-id`` (the
+   annotations the SDK puts on every message: the server's cost per message is higher with them), the SDK's
+   ``send_many`` of N in batches of ``--batch``, and ``--inline-count`` SDK ``inline`` sends (rate and per-send
+   latency); each SDK run has its own publisher id and is timed from its first send to the end of ``flush()``,
+   after one message sent and confirmed (the link is attached);
 4. a subscriber replaying ``--replay-count`` of those messages from EPOCH, without a store and with a
    ``LoggedBookmarkStore``, receive + discard.
 
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,16 +183,22 @@ def measure(opts: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             warm = max(1000, opts.count // 20)
             loadgen_send(broker, warm, [], tmo)
             sdk_send(broker, client, warm, "non_inline", opts.batch)
+            variants: dict[str, Callable[[], dict[str, Any]]] = {
+                "loadgen": lambda: loadgen_send(broker, opts.count, [], tmo),
+                "sdk_non_inline": lambda: sdk_send(broker, client, opts.count, "non_inline", opts.batch),
+                "loadgen_pid": lambda: loadgen_send(
+                    broker, opts.count, ["--publisher-id", f"loadgen-{uuid.uuid4().hex[:8]}"], tmo
+                ),
+                "sdk_send_many": lambda: sdk_send(broker, client, opts.count, "send_many", opts.batch),
+                "sdk_inline": lambda: sdk_send(broker, client, opts.inline_count, "inline", opts.batch),
+            }
             for round_ in range(opts.rounds):
-                R.log(f"round {round_ + 1} of {opts.rounds}")
-                runs["loadgen"].append(loadgen_send(broker, opts.count, [], tmo))
-                runs["sdk_non_inline"].append(sdk_send(broker, client, opts.count, "non_inline", opts.batch))
-                pid = ["--publisher-id", f"loadgen-{round_}-{uuid.uuid4().hex[:8]}"]
-                runs["loadgen_pid"].append(loadgen_send(broker, opts.count, pid, tmo))
-                runs["sdk_send_many"].append(sdk_send(broker, client, opts.count, "send_many", opts.batch))
-                runs["sdk_inline"].append(sdk_send(broker, client, opts.inline_count, "inline", opts.batch))
-                for key, label in VARIANTS:
-                    R.log(f"  {label}: {runs[key][-1]['rate']:.0f} msgs/s")
+                # The journal grows through the run, so every other round runs the variants in reverse order.
+                order = [key for key, _ in VARIANTS][:: -1 if round_ % 2 else 1]
+                R.log(f"round {round_ + 1} of {opts.rounds}: {', '.join(order)}")
+                for key in order:
+                    runs[key].append(variants[key]())
+                    R.log(f"  {key}: {runs[key][-1]['rate']:.0f} msgs/s")
         finally:
             client.close()
         url = f"amqp://127.0.0.1:{broker.port}"

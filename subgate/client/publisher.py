@@ -314,8 +314,13 @@ class Publisher:
 
     def on_link_flow(self, link: Link) -> None:
         if link == self._link:
+            self.raw_flow(link._impl)
+
+    def raw_flow(self, impl: Any) -> None:
+        """New credit (the fast path of loop.py, without the client's lock): send what waits."""
+        if self._link is not None and impl == self._link._impl:
             self._drain()
-            self._send_on_credit(link._impl)
+            self._send_on_credit(impl)
 
     def _send_on_credit(self, impl: Any) -> None:
         """Send while the link has credit, by the link's C pointer, without a Python wrapper per delivery."""

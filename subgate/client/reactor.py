@@ -59,6 +59,10 @@ class _Locked:
         with self.lock:
             self.owner.raw_delivery(delivery)
 
+    def raw_flow(self, link: Any) -> None:
+        with self.lock:
+            self.owner.raw_flow(link)
+
 
 class Reactor(Handler):
     """The I/O thread and its connection; see the module's rules."""
@@ -253,7 +257,8 @@ class Reactor(Handler):
         setattr(link, OWNER, owner)
 
     def take_raw_deliveries(self, link: Link, owner: RawDeliveryOwner, *, locked: bool = True) -> None:
-        """Hand ``link``'s delivery events to ``owner.raw_delivery`` unwrapped (loop.py): under the lock, or,
+        """Hand ``link``'s delivery and flow events to ``owner.raw_delivery`` / ``raw_flow`` unwrapped (loop.py),
+        instead of ``on_delivery`` / ``on_link_flow``: under the lock, or,
         with ``locked=False``, without it (the owner then takes the lock itself for what it shares)."""
         self._container.raw_owners[link._impl] = _Locked(self.lock, owner) if locked else owner
 
