@@ -17,14 +17,15 @@ A rejected message (``amqp:invalid-field``, ...) is not retried: the server will
 
 The hot path (docs/client.md, "Costs"). Who owns what:
 - Application threads, one at a time (``_numbering``): the seqs, the encoding (``wire.MessageEncoder``) and
-  ``_handed``, the count of messages handed over. They append ``(seq, bytes, deadline)`` to ``_incoming`` and
-  wake the I/O thread only when no wake is pending (``_wake_pending``): one ``EventInjector`` event for a run
-  of sends, not one per message.
-- The I/O thread: ``_unconfirmed``, ``_to_send``, ``_sent`` and ``_resolved``, the count of messages confirmed
-  or failed. It takes deliveries' outcomes straight from the container loop (loop.py) without the client's
-  lock, and takes the lock only to wake a waiting application thread.
-- Both, under the client's lock: ``_error``, ``_refused``, ``_closed`` and the waiters' ``_notify_level``.
-  ``_handed - _resolved`` is the number of unconfirmed messages; each counter has one writer, and the I/O thread
+  ``_handed``, the count of messages handed over. They append ``(seq, bytes, deadline)`` to the ``_Outbox``'s
+  ``incoming`` and wake the I/O thread only when no wake is pending (``wake_pending``): one ``EventInjector``
+  event for a run of sends, not one per message.
+- The I/O thread: the rest of the ``_Outbox`` (unconfirmed messages, the send queue, deliveries in flight, and
+  ``resolved``, the count of messages confirmed or failed). It takes deliveries' outcomes and new credit straight
+  from the container loop (loop.py) without the client's lock, and takes the lock only to wake a waiting
+  application thread.
+- Both, under the client's lock: ``_error``, ``_refused``, ``_closed`` and the ``_Waiters``' level.
+  ``_handed - resolved`` is the number of unconfirmed messages; each counter has one writer, and the I/O thread
   notifies only when that number has dropped to the level some waiter asked for (no notify per message).
 """
 
@@ -62,6 +63,112 @@ class PublisherOptions:
     on_loss: Callable[[PublishError], None] | None = None
 
 
+class _Waiters:
+    """What application threads wait for (under the client's lock): ``level``, the most unconfirmed messages at
+    which one of them wants to be woken, or -1 when none waits."""
+
+    def __init__(self) -> None:
+        self._levels: list[int] = []
+        self.level = -1
+
+    @contextmanager
+    def waiting(self, level: int) -> Iterator[None]:
+        self._levels.append(level)
+        self.level = max(self._levels)
+        try:
+            yield
+        finally:
+            self._levels.remove(level)
+            self.level = max(self._levels, default=-1)
+
+
+class _Outbox:
+    """A publisher's messages from the hand-over to their outcome. Application threads only append to
+    ``incoming`` (and set ``wake_pending``); everything else is the I/O thread's."""
+
+    def __init__(self, first_seq: int) -> None:
+        self.incoming: deque[tuple[int, bytes, float]] = deque()
+        self.wake_pending = False
+        self.unconfirmed: dict[int, tuple[bytes, float]] = {}  # seq -> (bytes, deadline), in seq order
+        self.to_send: deque[int] = deque()
+        self.sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
+        self.resolved = 0
+        self.drained_seq = first_seq - 1  # every seq up to this one left ``incoming``
+        self.tick_at: float | None = None
+
+    def drain(self) -> None:
+        """Move what application threads handed over into ``unconfirmed`` and the send queue."""
+        incoming, unconfirmed, to_send = self.incoming, self.unconfirmed, self.to_send
+        for _ in range(len(incoming)):  # more may come meanwhile: the next wake takes them
+            seq, data, deadline = incoming.popleft()
+            unconfirmed[seq] = (data, deadline)
+            to_send.append(seq)
+            self.drained_seq = seq
+
+    def wake(self, call: Callable[[Callable[[], None]], None], pump: Callable[[], None]) -> None:
+        """Have the I/O thread run ``pump`` (which takes ``incoming``), unless a wake is already on its way; called
+        after appending, and ``pump`` clears ``wake_pending`` before it drains, so nothing is left behind."""
+        if not self.wake_pending:
+            self.wake_pending = True
+            call(pump)
+
+    def is_resolved(self, seq: int) -> bool:
+        """True once ``seq`` was confirmed or failed (read by application threads: two atomic looks)."""
+        return seq <= self.drained_seq and seq not in self.unconfirmed
+
+    def send_on_credit(self, impl: Any) -> None:
+        """Send while the link has credit, by the link's C pointer, without a Python wrapper per delivery."""
+        credit = lib.pn_link_credit(impl)
+        to_send, unconfirmed, sent = self.to_send, self.unconfirmed, self.sent
+        send, advance = lib.pn_link_send, lib.pn_link_advance
+        while credit > 0 and to_send:
+            seq = to_send.popleft()
+            pending = unconfirmed.get(seq)
+            if pending is None:
+                continue
+            data = pending[0]
+            sent[pn_delivery(impl, seq.to_bytes(8, "big"))] = seq  # the tag: the seq
+            send(impl, data, len(data))
+            advance(impl)
+            credit -= 1
+
+    def confirm(self, impl: Any) -> bool:
+        """The delivery ``impl`` was accepted: True when that confirms an unconfirmed message."""
+        seq = self.sent.pop(impl, None)
+        if seq is not None and self.unconfirmed.pop(seq, None) is not None:
+            self.resolved += 1
+            return True
+        return False
+
+    def drop(self, seqs: list[int]) -> None:
+        """Failed messages: no longer unconfirmed."""
+        for seq in seqs:
+            if self.unconfirmed.pop(seq, None) is not None:
+                self.resolved += 1
+
+    def resend_all(self) -> None:
+        """A new link: every unconfirmed message goes again, in seq order."""
+        self.sent.clear()
+        self.drain()
+        self.to_send = deque(self.unconfirmed)
+
+    def give_up(self) -> None:
+        self.drain()
+        self.drop(list(self.unconfirmed))
+        self.to_send.clear()
+
+    def expired(self, now: float) -> list[int]:
+        return [seq for seq, (_, deadline) in self.unconfirmed.items() if deadline <= now]
+
+    def arm(self, schedule: Callable[[float, Callable[[], None]], None], tick: Callable[[], None]) -> None:
+        """A timer at the oldest unconfirmed message's deadline (they expire in seq order), unless one is set."""
+        if not self.unconfirmed or self.tick_at is not None:
+            return
+        deadline = next(iter(self.unconfirmed.values()))[1]
+        self.tick_at = deadline
+        schedule(max(0.0, deadline - time.monotonic()) + 0.001, tick)
+
+
 class Publisher:
     """Sends numbered persistent messages to one address; see the module's rules."""
 
@@ -90,23 +197,15 @@ class Publisher:
         self._next_seq = first_seq
         self._id_file = id_file
         self._handed = 0
-        self._incoming: deque[tuple[int, bytes, float]] = deque()
-        self._wake_pending = False
-        # the I/O thread
-        self._unconfirmed: dict[int, tuple[bytes, float]] = {}  # seq -> (bytes, deadline), in seq order
-        self._to_send: deque[int] = deque()
-        self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
-        self._resolved = 0
-        self._drained_seq = first_seq - 1  # every seq up to this one left _incoming
+        # the I/O thread (application threads append to its incoming)
+        self._out = _Outbox(first_seq)
         self._link: Link | None = None
-        self._tick_at: float | None = None
         self.confirmed = 0
         # both, under the client's lock
         self._error: PublishError | None = None
         self._refused: str | None = None  # why the server refused the link, until a new connection retries it
         self._closed = False
-        self._levels: list[int] = []
-        self._notify_level = -1
+        self._waiters = _Waiters()
         with self._cond:
             reactor.owners.append(self)
         reactor.call(self._attach_now)
@@ -121,12 +220,12 @@ class Publisher:
     @property
     def unconfirmed(self) -> int:
         """How many messages sent are not confirmed yet."""
-        return max(0, self._handed - self._resolved)
+        return max(0, self._handed - self._out.resolved)
 
     def send(self, body: Any, properties: Mapping[str, Any] | None = None) -> int:
         """Publish one message; returns its seq. Raises ``PublishError`` as the send policy says."""
         with self._numbering:
-            if self._handed - self._resolved >= self.options.max_batch_count or self._troubled():
+            if self._handed - self._out.resolved >= self.options.max_batch_count or self._troubled():
                 with self._cond:
                     self._check_usable()
                     self._wait_for_room(1)
@@ -136,8 +235,8 @@ class Publisher:
             data = self._encoder.encode(body, properties, seq)
             self._next_seq = seq + 1
             self._handed += 1
-            self._incoming.append((seq, data, time.monotonic() + self.options.retry_duration))
-            self._wake()
+            self._out.incoming.append((seq, data, time.monotonic() + self.options.retry_duration))
+            self._out.wake(self._reactor.call, self._pump_now)
         if self._inline:
             with self._cond:
                 self._wait_confirmed(seq, seq + 1)
@@ -148,12 +247,12 @@ class Publisher:
         returns when all of them are accepted."""
         items = list(bodies)
         chunk_size = max(1, min(CHUNK, self.options.max_batch_count))
-        encode = self._encoder.encode
+        encode, incoming = self._encoder.encode, self._out.incoming
         with self._numbering:
             first_seq = self._next_seq
             for start in range(0, len(items), chunk_size):
                 chunk = items[start : start + chunk_size]
-                if self._handed - self._resolved + len(chunk) > self.options.max_batch_count or self._troubled():
+                if self._handed - self._out.resolved + len(chunk) > self.options.max_batch_count or self._troubled():
                     with self._cond:
                         self._check_usable()
                         self._wait_for_room(len(chunk))
@@ -162,22 +261,14 @@ class Publisher:
                     self._id_file.cover(first + len(chunk))
                 deadline = time.monotonic() + self.options.retry_duration
                 self._handed += len(chunk)
-                self._incoming.extend(
-                    (first + offset, encode(body, None, first + offset), deadline) for offset, body in enumerate(chunk)
-                )
+                incoming.extend((first + i, encode(body, None, first + i), deadline) for i, body in enumerate(chunk))
                 self._next_seq = first + len(chunk)
-                self._wake()
+                self._out.wake(self._reactor.call, self._pump_now)
             end_seq = self._next_seq
         if self._inline:
             with self._cond:
                 self._wait_confirmed(first_seq, end_seq)
         return list(range(first_seq, end_seq))
-
-    def _wake(self) -> None:
-        """Have the I/O thread take ``_incoming``, unless a wake is already on its way (appended before read)."""
-        if not self._wake_pending:
-            self._wake_pending = True
-            self._reactor.call(self._pump_now)
 
     def _troubled(self) -> bool:
         return self._error is not None or self._closed or self._refused is not None or self._reactor.closing
@@ -196,32 +287,18 @@ class Publisher:
         if error is not None:
             raise error
 
-    @contextmanager
-    def _waiting(self, level: int) -> Iterator[None]:
-        """Ask the I/O thread to notify once at most ``level`` messages are unconfirmed (under the lock)."""
-        self._levels.append(level)
-        self._notify_level = max(self._levels)
-        try:
-            yield
-        finally:
-            self._levels.remove(level)
-            self._notify_level = max(self._levels, default=-1)
-
     def _wait_for_room(self, needed: int) -> None:
         most = self.options.max_batch_count
         level = max(0, most - max(needed, most // 8))  # some slack: one wake lets a run of sends through
-        with self._waiting(level):
-            while self._handed - self._resolved + needed > most:
+        with self._waiters.waiting(level):
+            while self._handed - self._out.resolved + needed > most:
                 self._cond.wait(0.5)
                 self._check_usable()
 
-    def _is_resolved(self, seq: int) -> bool:
-        return seq <= self._drained_seq and seq not in self._unconfirmed
-
     def _wait_confirmed(self, first: int, end: int) -> None:
-        with self._waiting(EVERY_RESOLVE):
+        with self._waiters.waiting(EVERY_RESOLVE):
             for seq in range(first, end):
-                while not self._is_resolved(seq):
+                while not self._out.is_resolved(seq):
                     if self._closed or self._reactor.closing:
                         raise ClientError(f"the publisher to {self.address!r} was closed")
                     self._cond.wait(0.5)
@@ -231,8 +308,8 @@ class Publisher:
         """Wait until every message sent is confirmed. Raises ``PublishError`` for messages that failed, and
         ``TimeoutError`` when ``timeout`` seconds pass first (the messages stay in flight)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond, self._waiting(0):
-            while self._handed > self._resolved and self._error is None:
+        with self._cond, self._waiters.waiting(0):
+            while self._handed > self._out.resolved and self._error is None:
                 if self._reactor.closing:
                     raise ClientError("the client is closed")
                 left = None if deadline is None else deadline - time.monotonic()
@@ -247,8 +324,8 @@ class Publisher:
         with self._cond:
             if self._closed:
                 return
-            with self._waiting(0):
-                while self._handed > self._resolved and time.monotonic() < deadline and not self._reactor.closing:
+            with self._waiters.waiting(0):
+                while self._handed > self._out.resolved and time.monotonic() < deadline and not self._reactor.closing:
                     self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
             self._closed = True
             self._cond.notify_all()
@@ -270,44 +347,30 @@ class Publisher:
         link.open()
         self._link = link
         self._refused = None
-        self._sent.clear()
-        self._drain()
-        self._to_send = deque(self._unconfirmed)  # every unconfirmed message again, in seq order
-        self._schedule_tick()
+        self._out.resend_all()
+        self._out.arm(self._reactor.schedule, self._tick)
 
     def detached(self) -> None:
         self._link = None
-        self._sent.clear()
+        self._out.sent.clear()
 
     def _detach_now(self) -> None:
         if self._link is not None:
             self._reactor.drop_raw_deliveries(self._link)
             self._link.close()
             self._link = None
-        self._drain()
-        self._resolved += len(self._unconfirmed)  # given up (close's linger is over)
-        self._unconfirmed.clear()
-        self._to_send.clear()
+        self._out.give_up()  # close's linger is over
         if self in self._reactor.owners:
             self._reactor.owners.remove(self)
 
-    def _drain(self) -> None:
-        """Move what application threads handed over into ``_unconfirmed`` and the send queue."""
-        incoming, unconfirmed, to_send = self._incoming, self._unconfirmed, self._to_send
-        for _ in range(len(incoming)):  # more may come meanwhile: the next wake takes them
-            seq, data, deadline = incoming.popleft()
-            unconfirmed[seq] = (data, deadline)
-            to_send.append(seq)
-            self._drained_seq = seq
-
     def _pump_now(self) -> None:
-        self._wake_pending = False  # before the drain: a message appended after it wakes us again
-        self._drain()
+        self._out.wake_pending = False  # before the drain: a message appended after it wakes us again
+        self._out.drain()
         if self._closed:
             return
         if self._link is not None:
-            self._send_on_credit(self._link._impl)
-        self._schedule_tick()
+            self._out.send_on_credit(self._link._impl)
+        self._out.arm(self._reactor.schedule, self._tick)
 
     def on_link_opened(self, link: Link) -> None:
         pass
@@ -319,24 +382,8 @@ class Publisher:
     def raw_flow(self, impl: Any) -> None:
         """New credit (the fast path of loop.py, without the client's lock): send what waits."""
         if self._link is not None and impl == self._link._impl:
-            self._drain()
-            self._send_on_credit(impl)
-
-    def _send_on_credit(self, impl: Any) -> None:
-        """Send while the link has credit, by the link's C pointer, without a Python wrapper per delivery."""
-        credit = lib.pn_link_credit(impl)
-        to_send, unconfirmed, sent = self._to_send, self._unconfirmed, self._sent
-        send, advance = lib.pn_link_send, lib.pn_link_advance
-        while credit > 0 and to_send:
-            seq = to_send.popleft()
-            pending = unconfirmed.get(seq)
-            if pending is None:
-                continue
-            data = pending[0]
-            sent[pn_delivery(impl, seq.to_bytes(8, "big"))] = seq  # the tag: the seq
-            send(impl, data, len(data))
-            advance(impl)
-            credit -= 1
+            self._out.drain()
+            self._out.send_on_credit(impl)
 
     def raw_delivery(self, impl: Any) -> None:
         """The fast path (loop.py), without the client's lock: an accepted delivery confirmed without wrapping
@@ -345,25 +392,24 @@ class Publisher:
             with self._cond:
                 self.on_delivery(Delivery.wrap(impl))
             return
-        seq = self._sent.pop(impl, None)
+        confirmed = self._out.confirm(impl)
         lib.pn_delivery_settle(impl)
-        if seq is not None and self._unconfirmed.pop(seq, None) is not None:
+        if confirmed:
             self.confirmed += 1
-            self._resolved += 1
-            if self._handed - self._resolved <= self._notify_level:
+            if self._handed - self._out.resolved <= self._waiters.level:
                 with self._cond:
                     self._cond.notify_all()
 
     def on_delivery(self, delivery: Delivery) -> None:
-        seq = self._sent.pop(delivery._impl, None)
+        out = self._out
+        seq = out.sent.pop(delivery._impl, None)
         state = delivery.remote_state
-        if seq is None or seq not in self._unconfirmed:
+        if seq is None or seq not in out.unconfirmed:
             delivery.settle()
             return
         if state == Delivery.ACCEPTED or (state is None and delivery.remote_settled):
-            del self._unconfirmed[seq]
+            out.drop([seq])
             self.confirmed += 1
-            self._resolved += 1
             self._cond.notify_all()
         elif state == Delivery.REJECTED:
             condition = delivery.remote.condition
@@ -371,11 +417,11 @@ class Publisher:
             self._fail([seq], why)
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
             delivery.settle()  # before the re-send, which reuses the tag (the seq)
-            self._to_send.append(seq)
+            out.to_send.append(seq)
             self.on_link_flow(delivery.link)
             return
         else:
-            self._sent[delivery._impl] = seq  # not an outcome yet
+            out.sent[delivery._impl] = seq  # not an outcome yet
             return
         delivery.settle()
 
@@ -388,34 +434,24 @@ class Publisher:
             # The server refused the link itself (a bad address, no permission): nothing will get through, so
             # what is in flight fails now and later sends fail at once (until a new connection tries again).
             self._refused = f"{condition.name}: {condition.description}"
-            self._drain()
-            self._fail(list(self._unconfirmed), f"link refused: {self._refused}")
+            self._out.drain()
+            self._fail(list(self._out.unconfirmed), f"link refused: {self._refused}")
 
     def _fail(self, seqs: list[int], reason: str) -> None:
         with self._cond:
-            for seq in seqs:
-                if self._unconfirmed.pop(seq, None) is not None:
-                    self._resolved += 1
+            self._out.drop(seqs)
             error = PublishError(reason, seqs)
             self._error = error if self._error is None else self._error.merged(error)
             self._cond.notify_all()
         if self.options.on_loss is not None:
             self.options.on_loss(error)
 
-    def _schedule_tick(self) -> None:
-        """A timer at the oldest unconfirmed message's deadline; every message expires in seq order."""
-        if not self._unconfirmed or self._tick_at is not None:
-            return
-        deadline = next(iter(self._unconfirmed.values()))[1]
-        self._tick_at = deadline
-        self._reactor.schedule(max(0.0, deadline - time.monotonic()) + 0.001, self._tick)
-
     def _tick(self) -> None:
+        """The retry-duration timer (``_Outbox.arm``): fail what ran out of time, then wait for the next one."""
         with self._cond:
-            self._tick_at = None
-            self._drain()
-            now = time.monotonic()
-            expired = [seq for seq, (_, deadline) in self._unconfirmed.items() if deadline <= now]
+            self._out.tick_at = None
+            self._out.drain()
+            expired = self._out.expired(time.monotonic())
             if expired:
                 self._fail(expired, f"not confirmed within the retry duration of {self.options.retry_duration}s")
-            self._schedule_tick()
+            self._out.arm(self._reactor.schedule, self._tick)
