@@ -12,10 +12,25 @@ process is dropped (1000, 1002, then 999: 999 is dropped) and counted.
 from __future__ import annotations
 
 import re
+import time
 
 EPOCH = "0"
 NOW = "0|1|"
 _TIMESTAMP = re.compile(r"^\d{8}T\d{6}$")
+RECOVERY_MARGIN = 2.0  # seconds before the subscribe that a store's first recovery point lies (clock skew, rounding)
+
+
+def time_bookmark(epoch_seconds: float) -> str:
+    """The start value ``YYYYmmddTHHMMSS`` (UTC) of an instant, rounded down to the second: the server starts at
+    the first message journaled after it (docs/bookmarks.md)."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(epoch_seconds))
+
+
+def recovery_point(now: float, margin: float = RECOVERY_MARGIN) -> str:
+    """Where a store-backed subscription with nothing recorded starts, and resumes until its first discard: a
+    time ``margin`` seconds before ``now`` (the subscribe), so that nothing journaled after the subscribe is
+    missed even when the client's clock runs ahead of the server's by up to ``margin``."""
+    return time_bookmark(now - margin)
 
 
 def parse_bookmark(value: str) -> tuple[str, int] | None:

@@ -6,11 +6,12 @@ is attached when the connection is (or comes back) up, and re-attached after eve
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from subgate.client.bookmarks import NOW
+from subgate.client.bookmarks import recovery_point
 from subgate.client.errors import ClientError, PublishError
 from subgate.client.identity import PublisherIdFile
 from subgate.client.publisher import Publisher, PublisherOptions
@@ -116,7 +117,9 @@ class Client:
 
         ``name`` makes a JMS durable subscription of this client's ``client_id``. With ``bookmark_store`` and no
         ``bookmark``, the subscription resumes from what the store recorded for ``sub_id`` (default: the name,
-        else the address); an explicit ``bookmark`` starts the store's record afresh there.
+        else the address); when nothing is recorded, it starts at a UTC time a moment (``RECOVERY_MARGIN``, 2 s)
+        before now, recorded in the store before the subscription is made. An explicit ``bookmark`` starts the
+        store's record afresh there.
         """
         self._check_open()
         sub_id = sub_id or name or address
@@ -125,8 +128,11 @@ class Client:
             if bookmark is not None:
                 bookmark_store.set_start(sub_id, bookmark)
             elif bookmark_store.recovery_bookmark(sub_id) is None:
-                bookmark_store.set_start(sub_id, NOW)
-                start = NOW
+                # Not NOW: a crash before the first discard would then lose what was received. A time a moment
+                # before now is recorded first, and the subscription starts there, so a restart resumes exactly
+                # where this process began (bookmarks.recovery_point).
+                start = recovery_point(time.time())
+                bookmark_store.set_start(sub_id, start)
         options = SubscriptionOptions(
             sub_id=sub_id,
             start=start,

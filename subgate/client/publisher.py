@@ -14,6 +14,19 @@ again, with its seq, on every new connection, until ``retry_duration`` seconds a
 - ``close(linger)``: keeps trying for ``linger`` seconds, then gives up silently (as FTL does).
 
 A rejected message (``amqp:invalid-field``, ...) is not retried: the server will not take it.
+
+The hot path (docs/client.md, "Costs"). Who owns what:
+- Application threads, one at a time (``_numbering``): the seqs, the encoding (``wire.MessageEncoder``) and
+  ``_handed``, the count of messages handed over. They append ``(seq, bytes, deadline)`` to the ``_Outbox``'s
+  ``incoming`` and wake the I/O thread only when no wake is pending (``wake_pending``): one ``EventInjector``
+  event for a run of sends, not one per message.
+- The I/O thread: the rest of the ``_Outbox`` (unconfirmed messages, the send queue, deliveries in flight, and
+  ``resolved``, the count of messages confirmed or failed). It takes deliveries' outcomes and new credit straight
+  from the container loop (loop.py) without the client's lock, and takes the lock only to wake a waiting
+  application thread.
+- Both, under the client's lock: ``_error``, ``_refused``, ``_closed`` and the ``_Waiters``' level.
+  ``_handed - resolved`` is the number of unconfirmed messages; each counter has one writer, and the I/O thread
+  notifies only when that number has dropped to the level some waiter asked for (no notify per message).
 """
 
 from __future__ import annotations
@@ -21,47 +34,24 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from cproton import (
-    PN_ACCEPTED,
-    pn_delivery,
-    pn_delivery_remote_state,
-    pn_delivery_settle,
-    pn_link_advance,
-    pn_link_credit,
-    pn_link_send,
-)
-from proton import Condition, Delivery, Link, Message, Session, symbol, ulong
+from cproton import PN_ACCEPTED, lib, pn_delivery
+from proton import Condition, Delivery, Link, Session
 
 from subgate.client.errors import ClientError, PublishError
 from subgate.client.identity import PublisherIdFile
 from subgate.client.reactor import Reactor
 from subgate.client.termini import set_capabilities
+from subgate.client.wire import MessageEncoder
 
-PUBLISHER_ID = symbol("x-opt-publisher-id")
-PUBLISHER_SEQ = symbol("x-opt-publisher-seq")
 SEND_POLICIES = ("inline", "non_inline")
-
-
-def encode(body: Any, properties: Mapping[str, Any] | None, publisher_id: str, seq: int) -> bytes:
-    """One persistent message numbered for duplicate detection, as bytes for the sender link."""
-    message = Message(
-        body=body,
-        durable=True,
-        properties=dict(properties) if properties else None,
-        annotations={PUBLISHER_ID: publisher_id, PUBLISHER_SEQ: ulong(seq)},
-    )
-    return bytes(message.encode())
-
-
-@dataclass
-class _Unconfirmed:
-    data: bytes
-    deadline: float
+CHUNK = 64  # send_many hands messages over in chunks of at most this many (and at most max_batch_count)
+EVERY_RESOLVE = 1 << 62  # a notify level: wake the waiter on every confirmation (inline sends)
 
 
 @dataclass(frozen=True)
@@ -71,6 +61,112 @@ class PublisherOptions:
     retry_duration: float = 10.0
     capability: str = "topic"
     on_loss: Callable[[PublishError], None] | None = None
+
+
+class _Waiters:
+    """What application threads wait for (under the client's lock): ``level``, the most unconfirmed messages at
+    which one of them wants to be woken, or -1 when none waits."""
+
+    def __init__(self) -> None:
+        self._levels: list[int] = []
+        self.level = -1
+
+    @contextmanager
+    def waiting(self, level: int) -> Iterator[None]:
+        self._levels.append(level)
+        self.level = max(self._levels)
+        try:
+            yield
+        finally:
+            self._levels.remove(level)
+            self.level = max(self._levels, default=-1)
+
+
+class _Outbox:
+    """A publisher's messages from the hand-over to their outcome. Application threads only append to
+    ``incoming`` (and set ``wake_pending``); everything else is the I/O thread's."""
+
+    def __init__(self, first_seq: int) -> None:
+        self.incoming: deque[tuple[int, bytes, float]] = deque()
+        self.wake_pending = False
+        self.unconfirmed: dict[int, tuple[bytes, float]] = {}  # seq -> (bytes, deadline), in seq order
+        self.to_send: deque[int] = deque()
+        self.sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
+        self.resolved = 0
+        self.drained_seq = first_seq - 1  # every seq up to this one left ``incoming``
+        self.tick_at: float | None = None
+
+    def drain(self) -> None:
+        """Move what application threads handed over into ``unconfirmed`` and the send queue."""
+        incoming, unconfirmed, to_send = self.incoming, self.unconfirmed, self.to_send
+        for _ in range(len(incoming)):  # more may come meanwhile: the next wake takes them
+            seq, data, deadline = incoming.popleft()
+            unconfirmed[seq] = (data, deadline)
+            to_send.append(seq)
+            self.drained_seq = seq
+
+    def wake(self, call: Callable[[Callable[[], None]], None], pump: Callable[[], None]) -> None:
+        """Have the I/O thread run ``pump`` (which takes ``incoming``), unless a wake is already on its way; called
+        after appending, and ``pump`` clears ``wake_pending`` before it drains, so nothing is left behind."""
+        if not self.wake_pending:
+            self.wake_pending = True
+            call(pump)
+
+    def is_resolved(self, seq: int) -> bool:
+        """True once ``seq`` was confirmed or failed (read by application threads: two atomic looks)."""
+        return seq <= self.drained_seq and seq not in self.unconfirmed
+
+    def send_on_credit(self, impl: Any) -> None:
+        """Send while the link has credit, by the link's C pointer, without a Python wrapper per delivery."""
+        credit = lib.pn_link_credit(impl)
+        to_send, unconfirmed, sent = self.to_send, self.unconfirmed, self.sent
+        send, advance = lib.pn_link_send, lib.pn_link_advance
+        while credit > 0 and to_send:
+            seq = to_send.popleft()
+            pending = unconfirmed.get(seq)
+            if pending is None:
+                continue
+            data = pending[0]
+            sent[pn_delivery(impl, seq.to_bytes(8, "big"))] = seq  # the tag: the seq
+            send(impl, data, len(data))
+            advance(impl)
+            credit -= 1
+
+    def confirm(self, impl: Any) -> bool:
+        """The delivery ``impl`` was accepted: True when that confirms an unconfirmed message."""
+        seq = self.sent.pop(impl, None)
+        if seq is not None and self.unconfirmed.pop(seq, None) is not None:
+            self.resolved += 1
+            return True
+        return False
+
+    def drop(self, seqs: list[int]) -> None:
+        """Failed messages: no longer unconfirmed."""
+        for seq in seqs:
+            if self.unconfirmed.pop(seq, None) is not None:
+                self.resolved += 1
+
+    def resend_all(self) -> None:
+        """A new link: every unconfirmed message goes again, in seq order."""
+        self.sent.clear()
+        self.drain()
+        self.to_send = deque(self.unconfirmed)
+
+    def give_up(self) -> None:
+        self.drain()
+        self.drop(list(self.unconfirmed))
+        self.to_send.clear()
+
+    def expired(self, now: float) -> list[int]:
+        return [seq for seq, (_, deadline) in self.unconfirmed.items() if deadline <= now]
+
+    def arm(self, schedule: Callable[[float, Callable[[], None]], None], tick: Callable[[], None]) -> None:
+        """A timer at the oldest unconfirmed message's deadline (they expire in seq order), unless one is set."""
+        if not self.unconfirmed or self.tick_at is not None:
+            return
+        deadline = next(iter(self.unconfirmed.values()))[1]
+        self.tick_at = deadline
+        schedule(max(0.0, deadline - time.monotonic()) + 0.001, tick)
 
 
 class Publisher:
@@ -92,20 +188,24 @@ class Publisher:
         self.address = address
         self.publisher_id = publisher_id
         self.options = options
+        self._inline = options.send_policy == "inline"
         self._reactor = reactor
         self._cond = reactor.cond
-        self._numbering = threading.Lock()  # held by one sending thread at a time (seqs, encoding)
+        self._encoder = MessageEncoder(publisher_id)
+        # application threads (under _numbering)
+        self._numbering = threading.Lock()
         self._next_seq = first_seq
         self._id_file = id_file
-        self._unconfirmed: OrderedDict[int, _Unconfirmed] = OrderedDict()
-        self._to_send: deque[int] = deque()
-        self._sent: dict[Any, int] = {}  # delivery C pointer -> seq, on the current link
+        self._handed = 0
+        # the I/O thread (application threads append to its incoming)
+        self._out = _Outbox(first_seq)
         self._link: Link | None = None
+        self.confirmed = 0
+        # both, under the client's lock
         self._error: PublishError | None = None
         self._refused: str | None = None  # why the server refused the link, until a new connection retries it
         self._closed = False
-        self._tick_at: float | None = None
-        self.confirmed = 0
+        self._waiters = _Waiters()
         with self._cond:
             reactor.owners.append(self)
         reactor.call(self._attach_now)
@@ -119,47 +219,59 @@ class Publisher:
 
     @property
     def unconfirmed(self) -> int:
-        with self._cond:
-            return len(self._unconfirmed)
+        """How many messages sent are not confirmed yet."""
+        return max(0, self._handed - self._out.resolved)
 
     def send(self, body: Any, properties: Mapping[str, Any] | None = None) -> int:
         """Publish one message; returns its seq. Raises ``PublishError`` as the send policy says."""
-        return self._send_all([(body, properties)])[-1]
-
-    def send_many(self, bodies: Iterable[Any]) -> list[int]:
-        """Publish many messages in one hand-off to the I/O thread; returns their seqs. An inline publisher
-        returns when all of them are accepted."""
-        return self._send_all([(body, None) for body in bodies])
-
-    def _send_all(self, items: list[tuple[Any, Mapping[str, Any] | None]]) -> list[int]:
-        """Number, encode and queue ``items`` in chunks; the encoding runs outside the shared lock, so the I/O
-        thread keeps confirming meanwhile. ``_numbering`` keeps concurrent senders' seqs in queue order."""
-        seqs: list[int] = []
-        chunk_size = max(1, min(64, self.options.max_batch_count))
         with self._numbering:
-            for start in range(0, len(items), chunk_size):
-                chunk = items[start : start + chunk_size]
+            if self._handed - self._out.resolved >= self.options.max_batch_count or self._troubled():
                 with self._cond:
                     self._check_usable()
-                    self._wait_for_room(len(chunk))
+                    self._wait_for_room(1)
+            seq = self._next_seq
+            if self._id_file is not None:
+                self._id_file.cover(seq + 1)
+            data = self._encoder.encode(body, properties, seq)
+            self._next_seq = seq + 1
+            self._handed += 1
+            self._out.incoming.append((seq, data, time.monotonic() + self.options.retry_duration))
+            self._out.wake(self._reactor.call, self._pump_now)
+        if self._inline:
+            with self._cond:
+                self._wait_confirmed(seq, seq + 1)
+        return seq
+
+    def send_many(self, bodies: Iterable[Any]) -> list[int]:
+        """Publish many messages, handed to the I/O thread in chunks; returns their seqs. An inline publisher
+        returns when all of them are accepted."""
+        items = list(bodies)
+        chunk_size = max(1, min(CHUNK, self.options.max_batch_count))
+        encode, incoming = self._encoder.encode, self._out.incoming
+        with self._numbering:
+            first_seq = self._next_seq
+            for start in range(0, len(items), chunk_size):
+                chunk = items[start : start + chunk_size]
+                if self._handed - self._out.resolved + len(chunk) > self.options.max_batch_count or self._troubled():
+                    with self._cond:
+                        self._check_usable()
+                        self._wait_for_room(len(chunk))
                 first = self._next_seq
                 if self._id_file is not None:
                     self._id_file.cover(first + len(chunk))
-                publisher_id = self.publisher_id
-                encoded = [encode(body, props, publisher_id, first + i) for i, (body, props) in enumerate(chunk)]
-                with self._cond:
-                    self._check_usable()
-                    deadline = time.monotonic() + self.options.retry_duration
-                    for offset, data in enumerate(encoded):
-                        self._unconfirmed[first + offset] = _Unconfirmed(data, deadline)
-                        self._to_send.append(first + offset)
-                    self._next_seq = first + len(chunk)
-                seqs.extend(range(first, first + len(chunk)))
-                self._reactor.call(self._pump_now)
-        if self.options.send_policy == "inline":
+                deadline = time.monotonic() + self.options.retry_duration
+                self._handed += len(chunk)
+                incoming.extend((first + i, encode(body, None, first + i), deadline) for i, body in enumerate(chunk))
+                self._next_seq = first + len(chunk)
+                self._out.wake(self._reactor.call, self._pump_now)
+            end_seq = self._next_seq
+        if self._inline:
             with self._cond:
-                self._wait_confirmed(seqs)
-        return seqs
+                self._wait_confirmed(first_seq, end_seq)
+        return list(range(first_seq, end_seq))
+
+    def _troubled(self) -> bool:
+        return self._error is not None or self._closed or self._refused is not None or self._reactor.closing
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -176,28 +288,33 @@ class Publisher:
             raise error
 
     def _wait_for_room(self, needed: int) -> None:
-        while len(self._unconfirmed) + needed > self.options.max_batch_count:
-            self._cond.wait(0.5)
-            self._check_usable()
+        most = self.options.max_batch_count
+        level = max(0, most - max(needed, most // 8))  # some slack: one wake lets a run of sends through
+        with self._waiters.waiting(level):
+            while self._handed - self._out.resolved + needed > most:
+                self._cond.wait(0.5)
+                self._check_usable()
 
-    def _wait_confirmed(self, seqs: list[int]) -> None:
-        while any(seq in self._unconfirmed for seq in seqs):
-            self._cond.wait(0.5)
-            if self._closed or self._reactor.closing:
-                raise ClientError(f"the publisher to {self.address!r} was closed")
+    def _wait_confirmed(self, first: int, end: int) -> None:
+        with self._waiters.waiting(EVERY_RESOLVE):
+            for seq in range(first, end):
+                while not self._out.is_resolved(seq):
+                    if self._closed or self._reactor.closing:
+                        raise ClientError(f"the publisher to {self.address!r} was closed")
+                    self._cond.wait(0.5)
         self._raise_error()
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every message sent is confirmed. Raises ``PublishError`` for messages that failed, and
         ``TimeoutError`` when ``timeout`` seconds pass first (the messages stay in flight)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._unconfirmed and self._error is None:
+        with self._cond, self._waiters.waiting(0):
+            while self._handed > self._out.resolved and self._error is None:
                 if self._reactor.closing:
                     raise ClientError("the client is closed")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"{len(self._unconfirmed)} message(s) still unconfirmed after {timeout}s")
+                    raise TimeoutError(f"{self.unconfirmed} message(s) still unconfirmed after {timeout}s")
                 self._cond.wait(0.5 if left is None else min(left, 0.5))
             self._raise_error()
 
@@ -207,11 +324,10 @@ class Publisher:
         with self._cond:
             if self._closed:
                 return
-            while self._unconfirmed and time.monotonic() < deadline:
-                self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            with self._waiters.waiting(0):
+                while self._handed > self._out.resolved and time.monotonic() < deadline and not self._reactor.closing:
+                    self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
             self._closed = True
-            self._unconfirmed.clear()
-            self._to_send.clear()
             self._cond.notify_all()
         self._reactor.call(self._detach_now)
 
@@ -227,69 +343,72 @@ class Publisher:
         link.target.address = self.address
         set_capabilities(link.target, self.options.capability)
         self._reactor.adopt(link, self)
-        self._reactor.take_raw_deliveries(link, self)
+        self._reactor.take_raw_deliveries(link, self, locked=False)
         link.open()
         self._link = link
         self._refused = None
-        self._sent.clear()
-        self._to_send = deque(self._unconfirmed)  # every unconfirmed message again, in seq order
-        self._schedule_tick()
+        self._out.resend_all()
+        self._out.arm(self._reactor.schedule, self._tick)
 
     def detached(self) -> None:
         self._link = None
-        self._sent.clear()
+        self._out.sent.clear()
 
     def _detach_now(self) -> None:
         if self._link is not None:
             self._reactor.drop_raw_deliveries(self._link)
             self._link.close()
             self._link = None
+        self._out.give_up()  # close's linger is over
         if self in self._reactor.owners:
             self._reactor.owners.remove(self)
 
     def _pump_now(self) -> None:
+        self._out.wake_pending = False  # before the drain: a message appended after it wakes us again
+        self._out.drain()
+        if self._closed:
+            return
         if self._link is not None:
-            self.on_link_flow(self._link)
-        self._schedule_tick()
+            self._out.send_on_credit(self._link._impl)
+        self._out.arm(self._reactor.schedule, self._tick)
 
     def on_link_opened(self, link: Link) -> None:
         pass
 
     def on_link_flow(self, link: Link) -> None:
-        """Send while the link has credit; by the link's C pointer, without a Python wrapper per delivery."""
-        if link != self._link:
-            return
-        impl = link._impl
-        credit = pn_link_credit(impl)
-        while credit > 0 and self._to_send:
-            seq = self._to_send.popleft()
-            pending = self._unconfirmed.get(seq)
-            if pending is None:
-                continue
-            self._sent[pn_delivery(impl, str(seq))] = seq
-            pn_link_send(impl, pending.data)
-            pn_link_advance(impl)
-            credit -= 1
+        if link == self._link:
+            self.raw_flow(link._impl)
+
+    def raw_flow(self, impl: Any) -> None:
+        """New credit (the fast path of loop.py, without the client's lock): send what waits."""
+        if self._link is not None and impl == self._link._impl:
+            self._out.drain()
+            self._out.send_on_credit(impl)
 
     def raw_delivery(self, impl: Any) -> None:
-        """The fast path (loop.py): an accepted delivery confirmed without wrapping it; anything else as usual."""
-        if pn_delivery_remote_state(impl) != PN_ACCEPTED:
-            self.on_delivery(Delivery.wrap(impl))
+        """The fast path (loop.py), without the client's lock: an accepted delivery confirmed without wrapping
+        it; anything else through ``on_delivery``, under the lock."""
+        if lib.pn_delivery_remote_state(impl) != PN_ACCEPTED:
+            with self._cond:
+                self.on_delivery(Delivery.wrap(impl))
             return
-        seq = self._sent.pop(impl, None)
-        if seq is not None and self._unconfirmed.pop(seq, None) is not None:
+        confirmed = self._out.confirm(impl)
+        lib.pn_delivery_settle(impl)
+        if confirmed:
             self.confirmed += 1
-            self._cond.notify_all()
-        pn_delivery_settle(impl)
+            if self._handed - self._out.resolved <= self._waiters.level:
+                with self._cond:
+                    self._cond.notify_all()
 
     def on_delivery(self, delivery: Delivery) -> None:
-        seq = self._sent.pop(delivery._impl, None)
+        out = self._out
+        seq = out.sent.pop(delivery._impl, None)
         state = delivery.remote_state
-        if seq is None or seq not in self._unconfirmed:
+        if seq is None or seq not in out.unconfirmed:
             delivery.settle()
             return
         if state == Delivery.ACCEPTED or (state is None and delivery.remote_settled):
-            del self._unconfirmed[seq]
+            out.drop([seq])
             self.confirmed += 1
             self._cond.notify_all()
         elif state == Delivery.REJECTED:
@@ -298,11 +417,11 @@ class Publisher:
             self._fail([seq], why)
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
             delivery.settle()  # before the re-send, which reuses the tag (the seq)
-            self._to_send.append(seq)
+            out.to_send.append(seq)
             self.on_link_flow(delivery.link)
             return
         else:
-            self._sent[delivery._impl] = seq  # not an outcome yet
+            out.sent[delivery._impl] = seq  # not an outcome yet
             return
         delivery.settle()
 
@@ -315,30 +434,24 @@ class Publisher:
             # The server refused the link itself (a bad address, no permission): nothing will get through, so
             # what is in flight fails now and later sends fail at once (until a new connection tries again).
             self._refused = f"{condition.name}: {condition.description}"
-            self._fail(list(self._unconfirmed), f"link refused: {self._refused}")
+            self._out.drain()
+            self._fail(list(self._out.unconfirmed), f"link refused: {self._refused}")
 
     def _fail(self, seqs: list[int], reason: str) -> None:
-        for seq in seqs:
-            self._unconfirmed.pop(seq, None)
-        error = PublishError(reason, seqs)
-        self._error = error if self._error is None else self._error.merged(error)
-        self._cond.notify_all()
+        with self._cond:
+            self._out.drop(seqs)
+            error = PublishError(reason, seqs)
+            self._error = error if self._error is None else self._error.merged(error)
+            self._cond.notify_all()
         if self.options.on_loss is not None:
             self.options.on_loss(error)
 
-    def _schedule_tick(self) -> None:
-        """A timer at the oldest unconfirmed message's deadline; every message expires in seq order."""
-        if not self._unconfirmed or self._tick_at is not None:
-            return
-        first = next(iter(self._unconfirmed.values()))
-        self._tick_at = first.deadline
-        self._reactor.schedule(max(0.0, first.deadline - time.monotonic()) + 0.001, self._tick)
-
     def _tick(self) -> None:
+        """The retry-duration timer (``_Outbox.arm``): fail what ran out of time, then wait for the next one."""
         with self._cond:
-            self._tick_at = None
-            now = time.monotonic()
-            expired = [seq for seq, pending in self._unconfirmed.items() if pending.deadline <= now]
+            self._out.tick_at = None
+            self._out.drain()
+            expired = self._out.expired(time.monotonic())
             if expired:
                 self._fail(expired, f"not confirmed within the retry duration of {self.options.retry_duration}s")
-            self._schedule_tick()
+            self._out.arm(self._reactor.schedule, self._tick)

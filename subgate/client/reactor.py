@@ -4,7 +4,10 @@ Rules of this file:
 - Only the I/O thread touches proton objects. Other threads hand it work with ``call(fn)``: the function is
   queued and one ``EventInjector`` event wakes the container (one wake for many queued calls), so nothing polls.
 - ``lock`` (with its condition ``cond``) guards the state the I/O thread shares with application threads; every
-  event handler here runs under it, and link owners (publishers, subscribers) mutate their state only under it.
+  event handler here runs under it, and link owners (publishers, subscribers) mutate shared state only under it.
+  One exception: a publisher takes its links' delivery outcomes and credit without the lock
+  (``take_raw_deliveries`` with ``locked=False``), because it keeps its per-message state on the I/O thread alone
+  (publisher.py).
   Application threads wait on ``cond`` (bounded by their timeouts); the I/O thread notifies it.
 - One connection at a time. When it is lost, every owner hears ``detached()`` and the next URL of the list is
   tried (round robin) after a backoff that doubles from ``reconnect_delay[0]`` up to ``reconnect_delay[1]``
@@ -56,6 +59,10 @@ class _Locked:
     def raw_delivery(self, delivery: Any) -> None:
         with self.lock:
             self.owner.raw_delivery(delivery)
+
+    def raw_flow(self, link: Any) -> None:
+        with self.lock:
+            self.owner.raw_flow(link)
 
 
 class Reactor(Handler):
@@ -250,9 +257,11 @@ class Reactor(Handler):
         """Name ``owner`` as the owner of ``link`` (I/O thread)."""
         setattr(link, OWNER, owner)
 
-    def take_raw_deliveries(self, link: Link, owner: RawDeliveryOwner) -> None:
-        """Hand ``link``'s delivery events to ``owner.raw_delivery`` unwrapped (loop.py), under the lock."""
-        self._container.raw_owners[link._impl] = _Locked(self.lock, owner)
+    def take_raw_deliveries(self, link: Link, owner: RawDeliveryOwner, *, locked: bool = True) -> None:
+        """Hand ``link``'s delivery and flow events to ``owner.raw_delivery`` / ``raw_flow`` unwrapped (loop.py),
+        instead of ``on_delivery`` / ``on_link_flow``: under the lock, or, with ``locked=False``, without it (the
+        owner then takes the lock itself for what it shares)."""
+        self._container.raw_owners[link._impl] = _Locked(self.lock, owner) if locked else owner
 
     def drop_raw_deliveries(self, link: Link) -> None:
         self._container.raw_owners.pop(link._impl, None)

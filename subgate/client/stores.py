@@ -28,6 +28,8 @@ from pathlib import Path
 
 from subgate.client.bookmarks import SeqFilter, parse_bookmark, recovery_value
 
+_quoted = json.encoder.encode_basestring_ascii  # a str as a JSON string (what json.dumps writes for it)
+
 
 class _Record:
     """One subscription's position: where it started, what it received since (in order), and per publisher the
@@ -187,7 +189,8 @@ class LoggedBookmarkStore(BookmarkStore):
             self._record(sub_id).mark_done(value)
 
     def _persist(self, kind: str, sub_id: str, value: str) -> None:
-        os.write(self._fd, (json.dumps([kind, sub_id, value]) + "\n").encode())
+        # json.dumps([kind, sub_id, value]), the same text, without the general encoder's cost per call
+        os.write(self._fd, f'["{kind}", {_quoted(sub_id)}, {_quoted(value)}]\n'.encode())
         if self.fsync:
             os.fsync(self._fd)
         self._written += 1

@@ -261,6 +261,9 @@ class Subscriber:
     def on_link_flow(self, link: Link) -> None:
         pass
 
+    def raw_flow(self, link: Any) -> None:
+        pass
+
     def on_delivery(self, delivery: Delivery) -> None:
         if delivery.link == self._link:
             self.raw_delivery(delivery._impl)

@@ -265,3 +265,43 @@ def test_a_live_subscription_receives_messages(server):
         assert sub.receive(timeout=0.5) is None
     finally:
         client.close()
+
+
+def test_a_store_backed_subscriber_killed_before_its_first_discard_loses_nothing(server, tmp_path, uid):
+    """A store with nothing recorded starts the subscription at a time just before the subscribe and records it
+    first (not NOW), so what the killed process received and never discarded comes again after the restart."""
+    topic, store = f"sub/first-discard-{uid}", str(tmp_path / "store.log")
+
+    def app(mode: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.support.client_apps", mode, server.url, topic, store],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def read_until(proc: subprocess.Popen[str], wanted: str, lines: list[str]) -> None:
+        assert proc.stdout is not None
+        for _ in range(1000):  # bounded: the app prints one line per message
+            line = proc.stdout.readline().strip()
+            assert line, f"the app ended early: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line)
+            if line == wanted:
+                return
+        pytest.fail(f"{wanted!r} never came: {lines}")
+
+    held = app("hold")
+    seen: list[str] = []
+    read_until(held, "subscribed", seen)
+    publish(server.url, topic, list(range(1, 11)), publisher_id=f"first-{uid}")
+    read_until(held, "received 10", seen)
+    held.kill()
+    held.wait(10)
+    assert seen == ["subscribed"] + [f"received {n}" for n in range(1, 11)]
+
+    drained = app("drain")
+    out, err = drained.communicate(timeout=120)
+    assert drained.returncode == 0, err[-2000:]
+    bodies = [int(line.split()[1]) for line in out.splitlines() if line.startswith("received ")]
+    assert bodies == list(range(1, 11))

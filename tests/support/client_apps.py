@@ -8,6 +8,11 @@ messages out of order (batches of up to five, shuffled): processing a message ap
 ``write``, then discards it. At start it finishes the bookkeeping of the last message it processed (written to
 OUT, maybe not yet discarded when the process died), as an exactly-once application must. Exits (printing
 ``done``) after three seconds without a message.
+
+``hold URL TOPIC STORE``: a subscriber on a ``LoggedBookmarkStore`` with nothing recorded and no ``bookmark=``.
+Prints ``subscribed`` once ``subscribe`` returned, then ``received BODY`` per message, and never discards: the
+test kills it. ``drain URL TOPIC STORE``: the same subscription from the same store, receiving and discarding
+(``received BODY``) until three seconds pass without a message; prints ``done``.
 """
 
 from __future__ import annotations
@@ -73,11 +78,33 @@ def subscribe(url: str, topic: str, store_path: str, out: str, seed: int, epoch:
     print("done", flush=True)
 
 
+def hold_or_drain(url: str, topic: str, store_path: str, discard: bool) -> None:
+    store = LoggedBookmarkStore(store_path)
+    client = Client(url)
+    sub = client.subscribe(topic, bookmark_store=store, sub_id=SUB_ID)
+    print("subscribed", flush=True)
+    deadline = time.monotonic() + 120  # a held subscriber waits to be killed; bounded all the same
+    while time.monotonic() < deadline:
+        message = sub.receive(timeout=3.0)
+        if message is None:
+            if discard:
+                break
+            continue
+        print(f"received {message.body}", flush=True)
+        if discard:
+            sub.discard(message)
+    client.close()
+    store.close()
+    print("done", flush=True)
+
+
 def main(argv: list[str]) -> None:
     if argv[0] == "publish":
         publish(argv[1], argv[2], argv[3], int(argv[4]))
     elif argv[0] == "subscribe":
         subscribe(argv[1], argv[2], argv[3], argv[4], int(argv[5]), "--epoch" in argv)
+    elif argv[0] in ("hold", "drain"):
+        hold_or_drain(argv[1], argv[2], argv[3], argv[0] == "drain")
     else:
         raise SystemExit(f"unknown app {argv[0]!r}")
 

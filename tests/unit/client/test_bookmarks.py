@@ -11,7 +11,9 @@ from subgate.client.bookmarks import (
     is_message_bookmark,
     is_start_value,
     parse_bookmark,
+    recovery_point,
     recovery_value,
+    time_bookmark,
 )
 
 
@@ -65,3 +67,9 @@ def test_seq_filter_drops_what_is_not_above_the_highest_seen_per_publisher_and_c
     ]
     assert seen.dropped == 2
     assert seen.admit("not a bookmark") is True
+
+
+def test_a_recovery_point_is_a_utc_time_the_margin_before_now_rounded_down():
+    assert time_bookmark(0) == "19700101T000000"
+    assert recovery_point(1_700_000_002.9, margin=2.0) == "20231114T221320"  # 1_700_000_000.9 UTC
+    assert is_start_value(recovery_point(1_700_000_000.0))
