@@ -123,9 +123,12 @@ class Waiting:
 
     def append(self, message: Message) -> None:
         lane = self._top_lane
-        if lane is None or _level(message) != self.top:
+        if lane is None or message.priority != self.top:
             lane = self._lane(message)
-        lane.append(message)
+        ready = lane.ready
+        if ready and message.seq < ready[-1].seq:
+            lane.unordered = True
+        ready.append(message)
 
     def give_back(self, message: Message) -> None:
         heapq.heappush(self._lane(message).returned, (message.seq, message))
@@ -139,7 +142,7 @@ class Waiting:
         lane = self._top_lane
         assert lane is not None
         lane.pop(message)
-        if not lane:
+        if not lane.ready and not lane.returned:
             del self.lanes[self.top]
             self.top = max(self.lanes) if self.lanes else -1
             self._top_lane = self.lanes.get(self.top)
