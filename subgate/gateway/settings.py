@@ -117,4 +117,15 @@ class Settings:
     multicast_prefixes: tuple[str, ...] = setting(
         ("topic://",), "Comma-separated address prefixes that name a topic (as Artemis' multicastPrefix); '' for none."
     )
+    http: str = setting(
+        "",
+        "HOST:PORT of the HTTP endpoint: /metrics (Prometheus), /healthz and /readyz ('': off; port 0 picks a free "
+        "port, the log line says which).",
+    )
+    metrics_top_nodes: int = setting(
+        50,
+        "Nodes (and queues, and durable subscriptions) that get series of their own in /metrics: the busiest ones; "
+        "the rest are summed under 'other'.",
+        minimum=1,
+    )
     expiry_sweep_interval: float = 1.0
