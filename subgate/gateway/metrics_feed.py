@@ -22,14 +22,22 @@ from dataclasses import replace
 from subgate.engine.nodes import Queue, Topic
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import MetricsRead, StoreFigures
-from subgate.gateway.links import LinkState
+from subgate.gateway.links import CoordinatorLink, Inbound, LinkState, Outbound
 from subgate.metrics.snapshot import NodeTraffic, Snapshot
 
 log = logging.getLogger("subgate.metrics")
 
 INTERVAL = 1.0  # seconds between snapshots (the health check calls a snapshot older than a few of these stale)
 
-_ROLES = {"Inbound": "publisher", "Outbound": "consumer", "CoordinatorLink": "coordinator"}
+
+def role(state: LinkState) -> str:
+    """A link's ``role`` label: publisher, consumer (browsers and fetches too), coordinator, or control (the
+    removal, missing-topic handler and held links of the topic tree, lookups)."""
+    if isinstance(state, Inbound):
+        return "publisher"
+    if isinstance(state, Outbound):
+        return "consumer"
+    return "coordinator" if isinstance(state, CoordinatorLink) else "control"
 
 
 class MetricsFeed:
@@ -101,7 +109,7 @@ class MetricsFeed:
         """The figures now, as an immutable snapshot."""
         roles: Counter[str] = Counter()
         for state in self._links():
-            roles[_ROLES.get(type(state).__name__, "control")] += 1
+            roles[role(state)] += 1
         traffic = []
         depths = []
         for node in self._nodes():

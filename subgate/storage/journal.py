@@ -249,25 +249,17 @@ class JournalWriter:
                 break
             except Exception as exc:  # retried: a store blip must not fail a whole batch of publishers
                 error = exc
-                self._record_health(exc)
+                self.health = _health_after(self.health, exc)
                 log.warning("journal commit failed (attempt %d of %d): %s", attempt + 1, _ATTEMPTS, exc)
                 time.sleep(0.05 * 2**attempt)
         if error is not None:
             # Isolate the bad item(s): apply one by one, so every other write still lands.
             tokens, failed, error = self._apply_each(batch)
-        self._record_health(error)
+        self.health = _health_after(self.health, error)
         self.batch_sizes.observe(len(batch))
         self.batches += 1
         self.rows += len(batch)
         self._notify(BatchResult(tokens, error, len(batch), failed))
-
-    def _record_health(self, error: BaseException | None) -> None:
-        now = time.monotonic()
-        last_ok = self.health.last_ok if self.health is not None else None
-        if error is None:
-            self.health = CommitHealth(True, now, None, now)
-        else:
-            self.health = CommitHealth(False, now, _first_line(error), last_ok)
 
     def _apply_each(self, batch: Sequence[Operation]) -> tuple[list[Any], list[Any], BaseException | None]:
         tokens: list[Any] = []
@@ -286,6 +278,14 @@ class JournalWriter:
     def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
         with self._engine.begin() as conn:
             return apply_batch(conn, batch)
+
+
+def _health_after(previous: CommitHealth | None, error: BaseException | None) -> CommitHealth:
+    """The writer's health after a commit that succeeded (``error`` None) or failed."""
+    now = time.monotonic()
+    if error is None:
+        return CommitHealth(True, now, None, now)
+    return CommitHealth(False, now, _first_line(error), previous.last_ok if previous is not None else None)
 
 
 def _first_line(error: BaseException) -> str:
