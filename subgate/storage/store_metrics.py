@@ -2,11 +2,13 @@
 
 Owns ``read_metrics``, which the journal writer thread runs for ``ReadMetrics`` (``storage.applying``), in order
 with every other write and inside the writer's own transaction: so a failing probe is a failing commit, which the
-writer records (``JournalWriter.health``), and ``/healthz`` reports. The probe rewrites a column of the store's
-lease row with its own value (``server_lease``, one row): a real write that takes the store's write lock and goes
-to its log (SQLite's WAL, PostgreSQL's WAL) and changes nothing. The backlog of a durable subscription is counted
-by the query ``subgate bookmarks show`` runs (``catalog._backlog_conditions``, from the low-water mark in the
-store), so the two agree.
+writer records (``JournalWriter.health``), and ``/healthz`` reports. The probe moves a column of the store's
+lease row (``server_lease``, one row: its ``pid``) one up and back down in the same transaction: a real write
+that takes the store's write lock and goes to its log (SQLite's WAL, PostgreSQL's WAL), and that nobody can see
+(a single ``SET pid = pid`` would not do: SQLite writes nothing for an update that changes nothing). On SQLite a
+full disk shows as soon as the WAL file has to grow, which it does at each probe until a checkpoint restarts it.
+The backlog of a durable subscription is counted by the query ``subgate bookmarks show`` runs
+(``catalog._backlog_conditions``, from the low-water mark in the store), so the two agree.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from subgate.storage.models import AckCursor, JournalMessage, ServerLease, Subsc
 
 
 def probe_write(conn: Connection) -> None:
-    """A write that changes nothing (see the module docstring)."""
-    conn.execute(update(ServerLease).values(pid=ServerLease.pid))
+    """A write that changes nothing in the end (see the module docstring)."""
+    conn.execute(update(ServerLease).values(pid=ServerLease.pid + 1))
+    conn.execute(update(ServerLease).values(pid=ServerLease.pid - 1))
 
 
 def read_metrics(conn: Connection, read: MetricsRead) -> StoreFigures:

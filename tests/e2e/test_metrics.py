@@ -5,11 +5,15 @@ own parser; the durable subscription's backlog gauge is compared with what ``sub
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 
@@ -158,6 +162,45 @@ def test_healthz_turns_503_while_postgresql_is_stopped_and_back(make_server, pos
     finally:
         postgres_cluster.start_server()
     eventually(lambda: get(base + "/healthz") == (200, "ok\n"), timeout=60, what="healthy again")
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs to put a SQLite store on and fill (a root test cannot make a file unwritable with chmod)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+def test_healthz_turns_503_while_the_sqlite_disk_is_full_and_back(make_server, tiny_tmpfs):
+    server = make_server(f"sqlite:///{tiny_tmpfs / 'subgate.db'}", "--http", "127.0.0.1:0")
+    base = http_base(server)
+    eventually(lambda: get(base + "/healthz") == (200, "ok\n"), what="healthy")
+    filler = tiny_tmpfs / "filler"
+    with open(filler, "wb", buffering=0) as out:  # fill the disk: bounded by the tmpfs's 3 MiB
+        try:
+            for _ in range(10_000):
+                out.write(b"\0" * 4096)
+        except OSError:
+            pass
+    try:
+        status, reason = eventually(
+            lambda: (lambda answer: answer if answer[0] == 503 else None)(get(base + "/healthz")),
+            what="503 with the disk full",
+        )
+        assert reason.startswith("the store refused a write:") and "full" in reason
+    finally:
+        filler.unlink()
+    eventually(lambda: get(base + "/healthz") == (200, "ok\n"), timeout=30, what="healthy again")
+    assert server.stop() == 0
 
 
 def test_readyz_and_healthz_without_http_are_off_and_unknown_paths_404(make_server, sqlite_url):
