@@ -20,6 +20,7 @@ from proton import Message
 from tests.e2e.test_cli_journal import flush, live_json
 from tests.e2e.test_cli_subscriptions import durable_subscriber, publish
 from tests.support.amqp import connect, receiver, sender
+from tests.support.cli import ServeProcess, run_subgate
 from tests.support.polling import eventually
 
 HTTP = re.compile(r"HTTP endpoint on http://(\S+):(\d+)")
@@ -210,3 +211,16 @@ def test_readyz_and_healthz_without_http_are_off_and_unknown_paths_404(make_serv
     eventually(lambda: get(base + "/healthz") == (200, "ok\n"), what="healthy")
     plain = make_server()
     assert HTTP.search(plain.log()) is None
+
+
+def test_http_comes_from_the_environment_or_the_config_file_and_a_bad_value_stops_start_up(tmp_path, sqlite_url):
+    store = ["--listen", "127.0.0.1:0", "--store", sqlite_url, "--migrate"]
+    with ServeProcess(*store, cwd=tmp_path, env={"SUBGATE_HTTP": "127.0.0.1:0"}) as server:
+        assert get(http_base(server) + "/readyz") == (200, "ready\n")
+    config = tmp_path / "subgate.toml"
+    config.write_text('http = "127.0.0.1:0"\nmetrics_top_nodes = 3\n')
+    with ServeProcess(*store, "--config", str(config), cwd=tmp_path) as server:
+        assert get(http_base(server) + "/readyz") == (200, "ready\n")
+    bad = run_subgate("serve", *store, "--http", "nowhere", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == "Error: http: expected HOST:PORT, got 'nowhere'"
