@@ -9,7 +9,8 @@ Each round starts a fresh server on a fresh store per arm, runs an unmeasured wa
 messages sent and drained), then S2: ``loadgen send --durable`` of N messages to ``bench.q`` (each ``accepted``
 counted), then ``loadgen recv`` of the N. In arm B a thread GETs ``/metrics`` once a second through both halves and
 counts the scrapes (each must answer 200 and parse as text). Prints per arm the median send and drain msgs/s and
-B/A per round; ``--doc`` appends the table and the exact command to docs/performance.md.
+broker CPU µs per message (bench/run.py's measure: the broker's utime+stime over the run), and B/A per round;
+``--doc`` appends the table and the exact command to docs/performance.md.
 """
 
 from __future__ import annotations
@@ -88,23 +89,31 @@ def one_arm(exe: str, scraped: bool, opts: argparse.Namespace) -> dict:
         return result
 
 
-def rate(result: dict, half: str) -> float | None:
+def figure(result: dict, half: str, key: str) -> float | None:
     value = result.get(half, {})
-    return value.get("msgs_per_sec") if value.get("ok") else None
+    return value.get(key) if value.get("ok") else None
+
+
+FIGURES = [
+    ("S2 send msgs/s (SQLite)", "send", "msgs_per_sec", 0),
+    ("S2 drain msgs/s (SQLite)", "drain", "msgs_per_sec", 0),
+    ("S2 send: broker CPU µs/msg", "send", "broker_cpu_us_per_msg", 1),
+    ("S2 drain: broker CPU µs/msg", "drain", "broker_cpu_us_per_msg", 1),
+]
 
 
 def table(runs: dict[str, list[dict]]) -> list[list[str]]:
     rows = []
-    for half in ("send", "drain"):
-        a = [rate(r, half) for r in runs["A"]]
-        b = [rate(r, half) for r in runs["B"]]
+    for label, half, key, digits in FIGURES:
+        a = [figure(r, half, key) for r in runs["A"]]
+        b = [figure(r, half, key) for r in runs["B"]]
         pairs = [(x, y) for x, y in zip(a, b, strict=True) if x and y]
         ratios = [y / x for x, y in pairs]
         rows.append(
             [
-                f"S2 {half} msgs/s (SQLite)",
-                f"{statistics.median(x for x, _ in pairs):,.0f}" if pairs else "—",
-                f"{statistics.median(y for _, y in pairs):,.0f}" if pairs else "—",
+                label,
+                f"{statistics.median(x for x, _ in pairs):,.{digits}f}" if pairs else "—",
+                f"{statistics.median(y for _, y in pairs):,.{digits}f}" if pairs else "—",
                 f"{statistics.median(ratios):.3f}" if ratios else "—",
                 ", ".join(f"{r:.3f}" for r in ratios),
             ]
