@@ -130,7 +130,7 @@ def markdown(rows: list[list[str]], command: str, runs: dict[str, list[dict]], o
     size = max((r.get("scrape_bytes", 0) for r in runs["B"]), default=0)
     when = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     return (
-        f"### Cost of /metrics on S2: {when}\n\nCommand (from the repository root):\n\n```\n{command}\n```\n\n"
+        f"#### Cost of /metrics on S2: {when}\n\nCommand (from the repository root):\n\n```\n{command}\n```\n\n"
         f"{opts.rounds} rounds, interleaved (A B, B A, …), {opts.count:,} messages per S2, fresh server and SQLite "
         f"store per arm. Scrapes per B round: {scrapes} (failed: {failures}; last body {size:,} bytes).\n\n"
         + "\n".join(lines)
