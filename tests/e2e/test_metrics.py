@@ -5,6 +5,7 @@ own parser; the durable subscription's backlog gauge is compared with what ``sub
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import threading
 import urllib.error
@@ -16,12 +17,15 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
+from sqlalchemy import text
 
+from subgate.storage.db import make_engine, upgrade
 from tests.e2e.test_cli_journal import flush, live_json
 from tests.e2e.test_cli_subscriptions import durable_subscriber, publish
 from tests.support.amqp import connect, receiver, sender
-from tests.support.cli import ServeProcess, run_subgate
+from tests.support.cli import ServeProcess, run_subgate, subgate_env
 from tests.support.polling import eventually
+from tests.support.server import subgate_command, wait_for_log_line
 
 HTTP = re.compile(r"HTTP endpoint on http://(\S+):(\d+)")
 N = 300
@@ -224,3 +228,37 @@ def test_http_comes_from_the_environment_or_the_config_file_and_a_bad_value_stop
     bad = run_subgate("serve", *store, "--http", "nowhere", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "Error: http: expected HOST:PORT, got 'nowhere'"
+
+
+def test_readyz_is_503_while_recovery_waits_and_200_once_it_listens(tmp_path, postgres_url):
+    """Recovery made to wait, deterministically: the test holds PostgreSQL's ACCESS EXCLUSIVE lock on the table
+    recovery reads first (``subscriptions``; claiming the lease touches only ``server_lease``)."""
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    log_path = tmp_path / "serve.log"
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        with engine.connect() as conn:
+            transaction = conn.begin()
+            conn.execute(text("LOCK TABLE subscriptions IN ACCESS EXCLUSIVE MODE"))
+            with open(log_path, "wb") as log:
+                command = ["serve", "--listen", "127.0.0.1:0", "--store", postgres_url, "--http", "127.0.0.1:0"]
+                proc = subprocess.Popen(
+                    [*subgate_command(), *command], stdout=log, stderr=subprocess.STDOUT, env=subgate_env()
+                )
+            read_log = lambda: log_path.read_text(errors="replace")  # noqa: E731
+            match = wait_for_log_line(proc, read_log, HTTP, 30, proc.kill)
+            base = f"http://{match.group(1)}:{match.group(2)}"
+            assert get(base + "/readyz") == (503, "recovering: not listening yet\n")
+            assert get(base + "/healthz")[0] == 503  # no snapshot yet: the reactor is not running
+            assert "listening on" not in read_log()
+            transaction.rollback()  # recovery goes on
+        eventually(lambda: get(base + "/readyz") == (200, "ready\n"), timeout=30, what="ready after recovery")
+        assert "listening on" in read_log()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        engine.dispose()
