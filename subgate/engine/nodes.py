@@ -353,6 +353,8 @@ class Topic:
     @property
     def messages_out(self) -> int:
         """Deliveries sent to consumers by this topic's subscriptions, those that left included."""
+        if not self.subscriptions:
+            return self._retired_out
         return self._retired_out + sum(queue.messages_out for queue in self.subscriptions)
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None, *, live: bool = False) -> None:

@@ -178,6 +178,7 @@ class Server:
             non_durable_after=self.router.pager.non_durable_after,
             schedule=housekeeping.schedule,
             stopping=lambda: housekeeping.stopping,
+            top_n=self.settings.metrics_top_nodes,
         )
         http.snapshot = lambda: feed.latest
         http.writer = lambda: WriterFigures(writer.commit_seconds.view(), writer.batch_sizes.view())

@@ -9,6 +9,7 @@ and never touches the reactor's state, a proton object or the store.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from subgate.metrics.buckets import HistogramView
-from subgate.metrics.snapshot import OTHER, Snapshot, top_nodes, top_queues
+from subgate.metrics.snapshot import OTHER, Snapshot
 
 SUBSCRIPTION_LABELS = ["client_id", "name", "topic"]
 
@@ -40,7 +41,8 @@ def _le(bound: float) -> str:
 
 
 def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
-    """Every metric a snapshot gives, per-node and per-subscription series bounded by ``top_n`` (+ ``other``)."""
+    """Every metric a snapshot gives; per-node series as the snapshot has them (``top_nodes``, ``top_queues``),
+    per-subscription series bounded here by ``top_n`` (+ ``other``)."""
     yield GaugeMetricFamily("subgate_connections", "Open AMQP connections.", value=snapshot.connections)
     links = GaugeMetricFamily("subgate_links", "Open links by role.", labels=["role"])
     for role, count in snapshot.links:
@@ -54,7 +56,7 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
         "Messages sent to consumers from a node (a topic: its subscriptions) since start (top nodes, rest as other).",
         labels=["node"],
     )
-    for node, (sent_in, sent_out) in top_nodes(snapshot.nodes, top_n):
+    for node, sent_in, sent_out in snapshot.nodes:
         messages_in.add_metric([node], sent_in)
         messages_out.add_metric([node], sent_out)
     yield messages_in
@@ -62,7 +64,7 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
     depth = GaugeMetricFamily(
         "subgate_queue_depth", "Messages a queue holds (deepest queues, the rest as other).", labels=["queue"]
     )
-    for queue, (held,) in top_queues(snapshot.queue_depths, top_n):
+    for queue, held in snapshot.queue_depths:
         depth.add_metric([queue], held)
     yield depth
     yield CounterMetricFamily(
@@ -108,12 +110,14 @@ def _store_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
     def age(oldest_ms: int | None) -> float:
         return max(0, read_at_ms - oldest_ms) / 1000 if oldest_ms else 0.0
 
-    ranked = sorted(store.subscriptions, key=lambda sub: (-sub.backlog, sub.client_id or "", sub.name, sub.topic))
-    for sub in ranked[:top_n]:
+    subs = store.subscriptions
+    ranked = heapq.nsmallest(top_n, subs, key=lambda sub: (-sub.backlog, sub.client_id or "", sub.name, sub.topic))
+    for sub in ranked:
         labels = [sub.client_id or "", sub.name, sub.topic]
         backlog.add_metric(labels, sub.backlog)
         oldest.add_metric(labels, age(sub.oldest_ms))
-    rest = ranked[top_n:]
+    chosen = set(map(id, ranked))
+    rest = [sub for sub in subs if id(sub) not in chosen]
     if rest:
         backlog.add_metric(["", OTHER, ""], sum(sub.backlog for sub in rest))
         oldest.add_metric(["", OTHER, ""], age(min((sub.oldest_ms for sub in rest if sub.oldest_ms), default=None)))

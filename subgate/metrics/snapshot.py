@@ -5,29 +5,20 @@ reactor's mutable state), built by ``gateway.metrics_feed`` on the reactor threa
 swapped into place whole (one attribute assignment), so the HTTP threads read a consistent picture without a
 lock. Also owns the bounding of label cardinality (``top``): a per-node series only for the ``n`` nodes with the
 most traffic (or the deepest queues), and the rest summed under one ``other`` label, so a store with 100k
-topics cannot blow up a scrape. No proton, no store, no HTTP.
+topics cannot blow up a scrape (the feed applies it as it builds the snapshot: a scrape handles N + 1 rows).
+No proton, no store, no HTTP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import heapq
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from subgate.engine.records import StoreFigures
 
 OTHER = "other"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeTraffic:
-    """Messages routed to a node (``messages_in``) and sent from it to consumers (``messages_out``; a topic's are
-    those of its subscriptions), since the server started."""
-
-    name: str
-    kind: str
-    messages_in: int
-    messages_out: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +29,8 @@ class Snapshot:
     taken_wall: float
     connections: int
     links: tuple[tuple[str, int], ...]  # (role, open links)
-    nodes: tuple[NodeTraffic, ...]
+    # Labelled already (``top_nodes``, ``top_queues``): at most N + 1 rows each.
+    nodes: tuple[tuple[str, int, int], ...]  # (node, messages routed to it, deliveries sent from it)
     queue_depths: tuple[tuple[str, int], ...]  # (queue, messages held), point-to-point queues only
     duplicates_dropped: int
     lost_after_confirm: int  # publisher mode store_send_noconfirm: confirmed, then not persisted
@@ -48,39 +40,29 @@ class Snapshot:
     store_read_wall: float | None = None  # when it was read (``time.time``)
 
 
-T = TypeVar("T")
+Row = tuple[Any, ...]  # (label, figure, ...): plain tuples, the cheapest record to build 100k of
 
 
-def top(
-    items: Iterable[T],
-    n: int,
-    weight: Callable[[T], int],
-    values: Callable[[T], Sequence[int]],
-    label: Callable[[T], str],
-) -> list[tuple[str, tuple[int, ...]]]:
-    """The ``n`` items of highest ``weight`` (ties by label, for a stable choice) as (label, values), and when
-    any are left, one ``(OTHER, sums of their values)``. An item really labelled ``other`` is always counted in
-    that sum (one series per label)."""
-    ranked = sorted(items, key=lambda item: (-weight(item), label(item)))
-    chosen = [(label(item), tuple(values(item))) for item in ranked[:n] if label(item) != OTHER]
-    rest = ranked[n:] + [item for item in ranked[:n] if label(item) == OTHER]
-    if rest:
-        sums = [sum(column) for column in zip(*(values(item) for item in rest), strict=True)]
-        chosen.append((OTHER, tuple(sums)))
-    return chosen
+def top(rows: Sequence[Row], n: int, rank: Callable[[Row], Any]) -> list[Row]:
+    """The ``n`` rows that ``rank`` puts first, and when any are left, one ``(OTHER, column sums of the rest)``.
+    A row really labelled ``other`` is always counted in that sum (one series per label). O(rows log n)."""
+    chosen = heapq.nsmallest(n, rows, key=rank)
+    kept = [row for row in chosen if row[0] != OTHER]
+    if len(kept) == len(rows):
+        return kept
+    width = len(rows[0])
+    sums = [sum(row[column] for row in rows) for column in range(1, width)]
+    for row in kept:
+        for column in range(1, width):
+            sums[column - 1] -= row[column]
+    return [*kept, (OTHER, *sums)]
 
 
-def top_nodes(nodes: Iterable[NodeTraffic], n: int) -> list[tuple[str, tuple[int, ...]]]:
-    """Per-node (in, out) for the ``n`` busiest nodes (in + out), the rest under ``other``."""
-    return top(
-        nodes,
-        n,
-        lambda node: node.messages_in + node.messages_out,
-        lambda node: (node.messages_in, node.messages_out),
-        lambda node: node.name,
-    )
+def top_nodes(traffic: Sequence[tuple[str, int, int]], n: int) -> list[Row]:
+    """(node, in, out) of the ``n`` busiest nodes (in + out; ties by name), the rest summed under ``other``."""
+    return top(traffic, n, lambda row: (-(row[1] + row[2]), row[0]))
 
 
-def top_queues(depths: Iterable[tuple[str, int]], n: int) -> list[tuple[str, tuple[int, ...]]]:
-    """Per-queue depth for the ``n`` deepest queues, the rest summed under ``other``."""
-    return top(depths, n, lambda item: item[1], lambda item: (item[1],), lambda item: item[0])
+def top_queues(depths: Sequence[tuple[str, int]], n: int) -> list[Row]:
+    """(queue, depth) of the ``n`` deepest queues (ties by name), the rest summed under ``other``."""
+    return top(depths, n, lambda row: (-row[1], row[0]))

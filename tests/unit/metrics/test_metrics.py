@@ -16,7 +16,7 @@ from subgate.engine.records import StoreFigures, SubscriptionBacklog
 from subgate.metrics.buckets import Buckets
 from subgate.metrics.collector import SubgateCollector, WriterFigures
 from subgate.metrics.http import MetricsEndpoint, verdict
-from subgate.metrics.snapshot import OTHER, NodeTraffic, Snapshot, top_nodes, top_queues
+from subgate.metrics.snapshot import OTHER, Snapshot, top_nodes, top_queues
 from subgate.storage.journal import CommitHealth
 
 
@@ -57,25 +57,24 @@ def test_buckets_count_at_or_below_each_bound_cumulatively():
 
 
 def test_top_nodes_keeps_the_busiest_and_sums_the_rest_under_other():
-    nodes = [NodeTraffic("a", "queue", 1, 0), NodeTraffic("b", "queue", 5, 5), NodeTraffic("c", "topic", 3, 0)]
-    nodes.append(NodeTraffic("d", "queue", 0, 2))
-    assert top_nodes(nodes, 2) == [("b", (5, 5)), ("c", (3, 0)), (OTHER, (1, 2))]
-    assert top_nodes(nodes, 10) == [("b", (5, 5)), ("c", (3, 0)), ("d", (0, 2)), ("a", (1, 0))]
+    nodes = [("a", 1, 0), ("b", 5, 5), ("c", 3, 0), ("d", 0, 2)]
+    assert top_nodes(nodes, 2) == [("b", 5, 5), ("c", 3, 0), (OTHER, 1, 2)]
+    assert top_nodes(nodes, 10) == [("b", 5, 5), ("c", 3, 0), ("d", 0, 2), ("a", 1, 0)]
     assert top_nodes([], 3) == []
 
 
 def test_a_node_named_other_is_counted_in_other_so_each_label_is_one_series():
-    nodes = [NodeTraffic("other", "queue", 9, 0), NodeTraffic("x", "queue", 1, 0)]
-    assert top_nodes(nodes, 1) == [(OTHER, (10, 0))]
-    assert top_nodes(nodes, 5) == [("x", (1, 0)), (OTHER, (9, 0))]
+    nodes = [("other", 9, 0), ("x", 1, 0)]
+    assert top_nodes(nodes, 1) == [(OTHER, 10, 0)]
+    assert top_nodes(nodes, 5) == [("x", 1, 0), (OTHER, 9, 0)]
 
 
 def test_ties_are_broken_by_name_so_the_choice_is_stable():
-    assert top_queues([("q2", 1), ("q1", 1), ("q3", 1)], 2) == [("q1", (1,)), ("q2", (1,)), (OTHER, (1,))]
+    assert top_queues([("q2", 1), ("q1", 1), ("q3", 1)], 2) == [("q1", 1), ("q2", 1), (OTHER, 1)]
 
 
 def test_a_snapshot_as_families_parses_with_prometheus_clients_parser():
-    nodes = (NodeTraffic("q1", "queue", 7, 3), NodeTraffic("t", "topic", 2, 4), NodeTraffic("q2", "queue", 1, 0))
+    nodes = tuple(top_nodes([("q1", 7, 3), ("t", 2, 4), ("q2", 1, 0)], 2))  # as the feed labels them
     store = StoreFigures(
         12,
         (
@@ -83,7 +82,8 @@ def test_a_snapshot_as_families_parses_with_prometheus_clients_parser():
             SubscriptionBacklog(None, "g", "t", 0, None),
         ),
     )
-    snap = snapshot(nodes=nodes, queue_depths=(("q1", 4), ("q2", 1)), store=store, store_read_wall=1_000_000.0)
+    depths = tuple(top_queues([("q1", 4), ("q2", 1)], 2))
+    snap = snapshot(nodes=nodes, queue_depths=depths, store=store, store_read_wall=1_000_000.0)
     buckets = Buckets((0.01, 0.1))
     buckets.observe(0.005)
     writer = WriterFigures(buckets.view(), Buckets((1, 10)).view())
