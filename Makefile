@@ -1,5 +1,6 @@
 # subgate: `make run` serves with a SQLite store here, on $SUBGATE_LISTEN (default 127.0.0.1:5672; every other
-# SUBGATE_* variable applies too); `make test` runs every test.
+# SUBGATE_* variable applies too) with /metrics, /healthz and /readyz on $SUBGATE_HTTP (default 127.0.0.1:8672;
+# SUBGATE_HTTP= turns it off); `make test` runs every test.
 # Both create their own virtualenv (.venv) with the machine's python3 and install the project into it.
 
 PYTHON ?= python3
@@ -22,7 +23,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/subgate db upgrade
-	$(BIN)/subgate serve  # the listen address: SUBGATE_LISTEN, else 127.0.0.1:5672
+	SUBGATE_HTTP=$${SUBGATE_HTTP-127.0.0.1:8672} $(BIN)/subgate serve  # SUBGATE_LISTEN, else 127.0.0.1:5672
 
 test: $(STAMP)
 	bash scripts/install-test-deps

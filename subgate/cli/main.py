@@ -98,7 +98,12 @@ def serve(listen: str, store: str | None, migrate: bool, log_level: str, **setti
         parse_journal_branches(settings.journal_branches)
         parse_publisher_modes(settings.publisher_modes)
         parse_duration_ms(settings.retention)
+        if settings.http:
+            split_address(settings.http)
     except (BranchModeError, DurationError) as exc:
+        raise ConfigError(str(exc)) from exc
+    except ValueError as exc:
+        raise ConfigError(f"http: {exc}") from exc
         raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):

@@ -82,6 +82,8 @@ class Queue:
         self.blocked = False  # publisher links get no credit (policy block, from the limit to the low-water mark)
         self.on_unblocked: Callable[[Queue], None] | None = None
         self.dropped_count = 0  # topic copies not taken because the queue was full
+        self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
+        self.messages_out = 0  # deliveries sent to consumers (redeliveries included)
 
     def use_journal_pages(
         self,
@@ -291,6 +293,7 @@ class Queue:
 
     def _deliver(self, message: Message, consumer: Consumer) -> None:
         self._outstanding[message.seq] = message
+        self.messages_out += 1
         if message.group is not None:
             self.groups.delivered(message.group, consumer, message.group_seq)
         consumer.deliver(message, self._failures.get(message.seq, 0))
@@ -370,9 +373,19 @@ class Topic:
         self.current: Message | None = None  # the last message published (a topic's current value)
         # Subscriptions with the source capability ``live``: a journaled message reaches them before its commit.
         self.live: set[int] = set()
+        self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
+        self._retired_out = 0  # deliveries of subscriptions that left (messages_out)
+
+    @property
+    def messages_out(self) -> int:
+        """Deliveries sent to consumers by this topic's subscriptions, those that left included."""
+        if not self.subscriptions:
+            return self._retired_out
+        return self._retired_out + sum(queue.messages_out for queue in self.subscriptions)
 
     def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None, *, live: bool = False) -> None:
         self.subscriptions.append(queue)
+        self._retired_out -= queue.messages_out  # a queue coming back: what it sent counts once
         if accepts is not None:
             self.filters[id(queue)] = accepts
         if live:
@@ -386,6 +399,7 @@ class Topic:
     def unsubscribe(self, queue: Queue) -> None:
         if queue in self.subscriptions:
             self.subscriptions.remove(queue)
+            self._retired_out += queue.messages_out
         self.filters.pop(id(queue), None)
         self.live.discard(id(queue))
 

@@ -171,7 +171,36 @@ class JournalStatsRead:
     """A read of the journal's figures, whole and per topic branch (no arguments)."""
 
 
-StoreRead = BookmarkRead | JournalStatsRead | ReplayRead | RetentionRun
+@dataclass(frozen=True, slots=True)
+class MetricsRead:
+    """The metrics endpoint's periodic visit to the store (``storage.store_metrics``): a write probe (the store
+    accepts a write) and, when ``figures``, every durable subscription's backlog (as ``BookmarkRead`` counts it,
+    with the same ``non_durable_after``) and the journal's row count."""
+
+    non_durable_after: int | None
+    figures: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionBacklog:
+    """One durable subscription's backlog in the store, and the journal time (ms) of its oldest row (or None)."""
+
+    client_id: str | None
+    name: str
+    topic: str
+    backlog: int
+    oldest_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    """What a ``MetricsRead`` found (``figures`` False: only the probe ran, and these are empty)."""
+
+    journal_rows: int | None = None
+    subscriptions: tuple[SubscriptionBacklog, ...] = ()
+
+
+StoreRead = BookmarkRead | JournalStatsRead | ReplayRead | RetentionRun | MetricsRead
 """What the journal writer reads (or, for a retention step, deletes) on request, answered in submission order
 (``JournalPort.submit_read``)."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import select
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from proton import Condition, Endpoint, Event, Transport
@@ -76,6 +76,10 @@ class ChannelIO:
 
     def sasl_verdict(self, event: Event) -> None:
         self._sasl.on_verdict(event)
+
+    @property
+    def auth_failures(self) -> Mapping[str, int]:
+        return self._sasl.failures
 
     def write(self, channel: Channel, data: bytes) -> None:
         if data:

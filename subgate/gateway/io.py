@@ -20,7 +20,7 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from proton import Event, Transport
 from proton._selectable import Selectable
@@ -139,6 +139,11 @@ class ServerIO:
 
     def on_sasl_verdict(self, event: Event) -> None:
         self._io.sasl_verdict(event)
+
+    @property
+    def auth_failures(self) -> Mapping[str, int]:
+        """Failed authentications by SASL mechanism ("none": a client without SASL refused), for /metrics."""
+        return self._io.auth_failures
 
     def close_all(self) -> None:
         self._io.close_all()

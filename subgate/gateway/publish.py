@@ -249,6 +249,7 @@ class Publishing:
     def route(self, node: Node, message: Message, *, committed: bool = False) -> None:
         """To the queue, or to the topic's subscriptions (at its commit: not again to the live ones)."""
         self.published += 1
+        node.messages_in += 1
         if isinstance(node, Topic):
             node.publish(message, committed=committed)
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -55,6 +56,8 @@ class SaslPhase:
         self._withdraw = withdraw
         # Channels waiting for an auth worker's verdict, by request number.
         self._awaiting_verdict: dict[int, Channel] = {}
+        self._mechanisms: dict[int, str] = {}  # request number -> the mechanism it checks ("none": no SASL)
+        self.failures: Counter[str] = Counter()  # failed authentications by mechanism, for /metrics
         self._verdict_requests = itertools.count(1)
 
     def receive(self, channel: Channel, data: bytes) -> None:
@@ -106,6 +109,8 @@ class SaslPhase:
     def forget(self, channel: Channel) -> None:
         """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
         request = channel.verdict_request
+        if request is not None:
+            self._mechanisms.pop(request, None)
         if request is not None and self._awaiting_verdict.pop(request, None) is not None and self._withdraw:
             self._withdraw(request)
 
@@ -113,15 +118,19 @@ class SaslPhase:
         request = next(self._verdict_requests)
         channel.verdict_request = request
         self._awaiting_verdict[request] = channel
+        self._mechanisms[request] = "none" if credentials is _NO_SASL else credentials.mechanism
         self._authenticate(request, credentials)
 
     def on_verdict(self, event: Any) -> None:
         request, authenticated, username = event.subject
         channel = self._awaiting_verdict.pop(request, None)
+        mechanism = self._mechanisms.pop(request, "none")
         if channel is not None:
             channel.verdict_request = None
         if channel is None or channel.closed:
             return
+        if not authenticated:
+            self.failures[mechanism] += 1
         if channel.held is not None:
             self._no_sasl_verdict(channel, authenticated)
             return

@@ -1,11 +1,12 @@
 """Assembling and running the server: store check, recovery, container, journal writer, signals.
 
 Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (unless asked to migrate), claim
-the store's lease (``gateway.ownership``: refused while another live server owns the store), load
+the store's lease (``gateway.ownership``: refused while another live server owns the store), open the HTTP
+endpoint of ``--http`` (``metrics.http``: ``/readyz`` answers 503 until recovery is over), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
 consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address, and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and
-return 0.
+address (``/readyz`` turns 200), and on SIGTERM/SIGINT stop accepting, flush the journal, close connections,
+release the lease and return 0.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
+from subgate.gateway.metrics_feed import MetricsFeed
 from subgate.gateway.ownership import StoreOwnership
 from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
+from subgate.metrics.collector import WriterFigures
+from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
@@ -102,7 +106,9 @@ class Server:
         except BaseException:
             self.engine.dispose()
             raise
+        self.http: MetricsEndpoint | None = None
         try:
+            self.http = _open_http(settings)
             self._assemble(settings)
         except BaseException:
             self.discard()
@@ -150,9 +156,34 @@ class Server:
         self.container.global_handler = self.io  # type: ignore[assignment]
         self.container.selectable(self.injector)
         self.broker.when_stopped(self._stopped)
+        self.metrics: MetricsFeed | None = None
+        if self.http is not None:
+            self.metrics = self._metrics_feed(self.http)
         self.address: tuple[str, int] | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
+
+    def _metrics_feed(self, http: MetricsEndpoint) -> MetricsFeed:
+        """The reactor's snapshots, and the endpoint pointed at them and at the writer's figures."""
+        broker, writer, housekeeping = self.broker, self.writer, self.broker.housekeeping
+        feed = MetricsFeed(
+            connections=lambda: len(broker.connections.open),
+            links=broker.connections.links,
+            nodes=self.router.all_nodes,
+            duplicates=lambda: sum(broker.pipeline.marks.dropped.values()),
+            lost=lambda: broker.pipeline.lost,
+            missing_topic_outcomes=broker.control.outcomes,
+            auth_failures=self.io.auth_failures,
+            journal=writer,
+            non_durable_after=self.router.pager.non_durable_after,
+            schedule=housekeeping.schedule,
+            stopping=lambda: housekeeping.stopping,
+            top_n=self.settings.metrics_top_nodes,
+        )
+        http.snapshot = lambda: feed.latest
+        http.writer = lambda: WriterFigures(writer.commit_seconds.view(), writer.batch_sizes.view())
+        http.health = lambda: writer.health
+        return feed
 
     def _journal_done(self, result: BatchResult) -> None:
         # Writer thread: hand the result to the reactor thread.
@@ -177,6 +208,8 @@ class Server:
 
     def discard(self) -> None:
         """Give the store back when the server stops before it ran (it could not listen, say)."""
+        if self.http is not None:
+            self.http.close()
         self.ownership.close()
         self.engine.dispose()
 
@@ -187,7 +220,11 @@ class Server:
         self.writer.start()
         self.ownership.start()
         self.broker.start_housekeeping()
+        if self.metrics is not None:
+            self.metrics.start()
         host, port = self.address  # type: ignore[misc]
+        if self.http is not None:
+            self.http.ready = True  # recovery is over and the listener is open
         log.info(
             "subgate %r listening on %s:%d (store %s)",
             self.settings.name,
@@ -202,9 +239,25 @@ class Server:
             self.auth.close()
             self.policy_loader.close()
             self.ownership.close()
+            if self.http is not None:
+                self.http.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+def _open_http(settings: Settings) -> MetricsEndpoint | None:
+    """The endpoint of ``--http``, listening and serving (None when it is off)."""
+    if not settings.http:
+        return None
+    host, _, port = settings.http.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        endpoint = MetricsEndpoint(host, int(port), settings.metrics_top_nodes)
+    except OSError as exc:
+        raise OSError(exc.errno, f"the HTTP endpoint {settings.http}: {exc.strerror or exc}") from exc
+    endpoint.start()
+    return endpoint
 
 
 # Descriptors kept for everything but connections: the store, the listener, the epoll, pipes, log files.

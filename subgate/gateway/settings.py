@@ -129,4 +129,15 @@ class Settings:
         "selector it means; off: such an address is refused with the Diffusion form in the error. Never a node.",
     )
     wildcard_delimiter: str = setting(".", "The word delimiter of Artemis wildcard addresses.")
+    http: str = setting(
+        "",
+        "HOST:PORT of the HTTP endpoint: /metrics (Prometheus), /healthz and /readyz ('': off; port 0 picks a free "
+        "port, the log line says which).",
+    )
+    metrics_top_nodes: int = setting(
+        50,
+        "Nodes (and queues, and durable subscriptions) that get series of their own in /metrics: the busiest ones; "
+        "the rest are summed under 'other'.",
+        minimum=1,
+    )
     expiry_sweep_interval: float = 1.0

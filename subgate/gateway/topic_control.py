@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -215,6 +215,7 @@ class TopicControl:
         self.journal = journal
         self._rows: dict[Registration[Owner], int] = {}  # registration the registry holds -> its row in the store
         self._next_row = 0
+        self.outcomes: Counter[str] = Counter()  # missing-topic notifications: proceed, cancel, timeout (/metrics)
 
     def restore(self, records: list[RemovalRecord], next_row: int) -> None:
         """Registrations stored by an earlier run (storage.removals.RemovalRecord): each waits the reconnection
@@ -406,6 +407,7 @@ class TopicControl:
         if held.done:
             return
         silent = [notice.path for notice in held.outstanding if not notice.answered]
+        self.outcomes["timeout"] += len(silent)
         log.info("missing-topic handlers on %s silent for %.1f s: proceeding", silent, self.handler_timeout)
         for notice in held.outstanding:
             notice.answered = True
@@ -415,6 +417,7 @@ class TopicControl:
         if notice.answered:
             return
         notice.answered = True
+        self.outcomes["proceed" if proceed else "cancel"] += 1
         held = notice.held
         log.info("missing-topic handler on %r: %s (%s)", notice.path, "proceed" if proceed else "cancel", why)
         if not proceed and held.cancelled_by is None:

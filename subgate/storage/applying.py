@@ -45,6 +45,7 @@ from subgate.storage.operations import (
     Operation,
     ReadBookmark,
     ReadJournalStats,
+    ReadMetrics,
     ReadPage,
     ReadReplay,
     RecordFailures,
@@ -54,6 +55,7 @@ from subgate.storage.operations import (
 )
 from subgate.storage.replay import raise_high_water, resolve_replay
 from subgate.storage.retention import retain
+from subgate.storage.store_metrics import read_metrics
 
 _ACKS = table_of(Ack)
 _FAILURES = table_of(DeliveryFailure)
@@ -154,6 +156,11 @@ def _read_journal_stats(batch: OpenBatch, op: ReadJournalStats) -> None:
 def _read_replay(batch: OpenBatch, op: ReadReplay) -> None:
     batch.flush()
     batch.tickets.append(ReadAnswer(op.ticket, resolve_replay(batch.conn, op.read)))
+
+
+def _read_metrics(batch: OpenBatch, op: ReadMetrics) -> None:
+    batch.flush()
+    batch.tickets.append(ReadAnswer(op.ticket, read_metrics(batch.conn, op.read)))
 
 
 def _retain(batch: OpenBatch, op: Retain) -> None:
@@ -290,6 +297,7 @@ APPLY: Mapping[type[Operation], Callable[[OpenBatch, Any], None]] = {
     Retain: _retain,
     ReadBookmark: _read_bookmark,
     ReadJournalStats: _read_journal_stats,
+    ReadMetrics: _read_metrics,
     CreateNode: _create_node,
     DropNode: _drop_node,
     RegisterRemoval: _register_removal,

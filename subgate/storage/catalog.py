@@ -108,6 +108,16 @@ def count_backlog(
     return conn.scalar(select(func.count()).select_from(JournalMessage).where(*conditions)) or 0
 
 
+def backlog_figures(
+    conn: Connection | Session, cursor_id: int, address: str, after: int, non_durable_after: int | None = 0
+) -> tuple[int, datetime | None]:
+    """The rows ``count_backlog`` counts, and the journal time of the oldest of them (None when there is none),
+    in one query."""
+    conditions = _backlog_conditions(cursor_id, address, after, None, non_durable_after)
+    count, oldest = conn.execute(select(func.count(), func.min(JournalMessage.ts)).where(*conditions)).one()
+    return count or 0, oldest
+
+
 def _under(prefix: str) -> ColumnElement[bool]:
     """Rows of the topics at or under the path ``prefix`` (every topic for "")."""
     topic = JournalMessage.node_kind == "topic"
@@ -156,3 +166,7 @@ def _ms(value: datetime | None) -> int | None:
     if value.tzinfo is None:  # SQLite hands timestamps back naive; they were written in UTC
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
+
+
+journal_ms = _ms
+"""A journal timestamp as ms since the epoch (SQLite's naive ones read as UTC); None stays None."""

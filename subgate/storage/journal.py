@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
+from subgate.metrics.buckets import BATCH_SIZES, COMMIT_SECONDS, Buckets
 from subgate.storage.applying import ReadAnswer, apply_batch
 from subgate.storage.operations import (
     TICKETED,
@@ -71,6 +72,17 @@ class BatchResult:
     error: BaseException | None
     size: int
     failed: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitHealth:
+    """How the writer's last commit went (replaced whole after each one, so any thread may read it): ``ok``,
+    when (``time.monotonic``), the error when it failed, and when a commit last succeeded (None: never)."""
+
+    ok: bool
+    at: float
+    error: str | None = None
+    last_ok: float | None = None
 
 
 class TokenTable:
@@ -120,6 +132,10 @@ class JournalWriter:
         self._thread = threading.Thread(target=self._run, name="subgate-journal", daemon=True)
         self.batches = 0
         self.rows = 0
+        # Written by the writer thread only, read by the metrics endpoint's thread (subgate.metrics).
+        self.commit_seconds = Buckets(COMMIT_SECONDS)  # the time of each successful commit of a whole batch
+        self.batch_sizes = Buckets(BATCH_SIZES)
+        self.health: CommitHealth | None = None  # None until the first commit
         self._tokens = TokenTable()  # touched only by the submitting thread
         self._ticket = self._tokens.issue
 
@@ -226,16 +242,21 @@ class JournalWriter:
         error: BaseException | None = None
         for attempt in range(_ATTEMPTS):
             try:
+                started = time.perf_counter()
                 tokens = self._apply(batch)
+                self.commit_seconds.observe(time.perf_counter() - started)
                 error = None
                 break
             except Exception as exc:  # retried: a store blip must not fail a whole batch of publishers
                 error = exc
+                self.health = _health_after(self.health, exc)
                 log.warning("journal commit failed (attempt %d of %d): %s", attempt + 1, _ATTEMPTS, exc)
                 time.sleep(0.05 * 2**attempt)
         if error is not None:
             # Isolate the bad item(s): apply one by one, so every other write still lands.
             tokens, failed, error = self._apply_each(batch)
+        self.health = _health_after(self.health, error)
+        self.batch_sizes.observe(len(batch))
         self.batches += 1
         self.rows += len(batch)
         self._notify(BatchResult(tokens, error, len(batch), failed))
@@ -257,3 +278,16 @@ class JournalWriter:
     def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
         with self._engine.begin() as conn:
             return apply_batch(conn, batch)
+
+
+def _health_after(previous: CommitHealth | None, error: BaseException | None) -> CommitHealth:
+    """The writer's health after a commit that succeeded (``error`` None) or failed."""
+    now = time.monotonic()
+    if error is None:
+        return CommitHealth(True, now, None, now)
+    return CommitHealth(False, now, _first_line(error), previous.last_ok if previous is not None else None)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]

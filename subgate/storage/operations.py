@@ -14,6 +14,7 @@ which stays in the writer's table on the submitting side (docs/threading.md).
     Retain                 one bounded step of a retention pass           ticketed  (answers with a RetentionAnswer)
     ReadBookmark           a subscription's bookmark (operator READ)      ticketed  (answers with a ``Bookmark``)
     ReadJournalStats       the journal's figures (operator READ)          ticketed  (answers with ``JournalStats``)
+    ReadMetrics            a write probe and the backlogs, for /metrics   ticketed  (answers with ``StoreFigures``)
     Barrier                nothing: comes back once what precedes it is   ticketed
     RecordFailures         a message's failed-delivery count on a cursor
     MoveLowWater           a cursor's low-water mark (forward only), dropping the acks and failures below it
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from subgate.engine.records import (
     BookmarkRead,
     JournalStatsRead,
+    MetricsRead,
     NewMessage,
     PageRead,
     ReplayRead,
@@ -119,6 +121,14 @@ class ReadJournalStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadMetrics:
+    """The metrics endpoint's write probe and store figures (``storage.store_metrics.read_metrics``)."""
+
+    read: MetricsRead
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
 class Barrier:
     ticket: int
 
@@ -198,7 +208,7 @@ class DropRemoval:
     row_id: int
 
 
-StoreReading = ReadBookmark | ReadJournalStats | ReadReplay | Retain
+StoreReading = ReadBookmark | ReadJournalStats | ReadReplay | Retain | ReadMetrics
 """The reads (and retention steps) of ``JournalWriter.submit_read``, one operation per kind of
 ``engine.records.StoreRead``: each is answered after everything submitted before it is committed."""
 
@@ -207,6 +217,7 @@ _READING: dict[type, type[StoreReading]] = {
     JournalStatsRead: ReadJournalStats,
     ReplayRead: ReadReplay,
     RetentionRun: Retain,
+    MetricsRead: ReadMetrics,
 }
 
 
@@ -226,6 +237,7 @@ TICKETED: tuple[type[Ticketed], ...] = (
     ReadJournalStats,
     ReadReplay,
     Retain,
+    ReadMetrics,
     Barrier,
 )
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from subgate.engine.records import (
     BookmarkRead,
     JournalStatsRead,
+    MetricsRead,
     PageRead,
     ReplayRead,
     RetentionRun,
@@ -42,6 +43,7 @@ from subgate.storage.operations import (
     Operation,
     ReadBookmark,
     ReadJournalStats,
+    ReadMetrics,
     ReadPage,
     ReadReplay,
     RecordFailures,
@@ -63,6 +65,7 @@ SAMPLES: list[Operation] = [
     Retain(RetentionRun(5, 0, 100, 0), 9),
     ReadBookmark(BookmarkRead("s", "c1"), 5),
     ReadJournalStats(JournalStatsRead(), 6),
+    ReadMetrics(MetricsRead(0), 7),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),

@@ -1,0 +1,153 @@
+"""The snapshot and the writer's figures as Prometheus metric families (``prometheus_client``'s exposition).
+
+Owns the names, help texts, types and labels of every metric ``/metrics`` serves (docs/operations.md lists
+them), and the translation of a ``Snapshot`` (``metrics.snapshot``), the journal writer's histograms
+(``metrics.buckets``) and its commit health into ``prometheus_client`` families. ``SubgateCollector.collect``
+runs on an HTTP thread for each scrape: it reads the latest snapshot the reactor published (one attribute read)
+and never touches the reactor's state, a proton object or the store.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from subgate.metrics.buckets import HistogramView
+from subgate.metrics.snapshot import OTHER, Snapshot
+
+SUBSCRIPTION_LABELS = ["client_id", "name", "topic"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriterFigures:
+    """The journal writer's histograms, as copied for one scrape."""
+
+    commit_seconds: HistogramView
+    batch_size: HistogramView
+
+
+def _histogram(name: str, documentation: str, view: HistogramView) -> HistogramMetricFamily:
+    buckets = [(_le(bound), count) for bound, count in zip(view.bounds, view.cumulative, strict=False)]
+    buckets.append(("+Inf", view.count))
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=view.total)
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
+    """Every metric a snapshot gives; per-node series as the snapshot has them (``top_nodes``, ``top_queues``),
+    per-subscription series bounded here by ``top_n`` (+ ``other``)."""
+    yield GaugeMetricFamily("subgate_connections", "Open AMQP connections.", value=snapshot.connections)
+    links = GaugeMetricFamily("subgate_links", "Open links by role.", labels=["role"])
+    for role, count in snapshot.links:
+        links.add_metric([role], count)
+    yield links
+    messages_in = CounterMetricFamily(
+        "subgate_messages_in", "Messages routed to a node since start (top nodes, the rest as other).", labels=["node"]
+    )
+    messages_out = CounterMetricFamily(
+        "subgate_messages_out",
+        "Messages sent to consumers from a node (a topic: its subscriptions) since start (top nodes, rest as other).",
+        labels=["node"],
+    )
+    for node, sent_in, sent_out in snapshot.nodes:
+        messages_in.add_metric([node], sent_in)
+        messages_out.add_metric([node], sent_out)
+    yield messages_in
+    yield messages_out
+    depth = GaugeMetricFamily(
+        "subgate_queue_depth", "Messages a queue holds (deepest queues, the rest as other).", labels=["queue"]
+    )
+    for queue, held in snapshot.queue_depths:
+        depth.add_metric([queue], held)
+    yield depth
+    yield CounterMetricFamily(
+        "subgate_duplicates_dropped",
+        "Messages dropped as duplicates of a publisher id's earlier ones, plus store_send_noconfirm messages "
+        "confirmed and then not persisted, since start.",
+        value=snapshot.duplicates_dropped + snapshot.lost_after_confirm,
+    )
+    outcomes = CounterMetricFamily(
+        "subgate_missing_topic_notifications", "Missing-topic notifications by outcome.", labels=["outcome"]
+    )
+    for outcome, count in snapshot.missing_topic_outcomes:
+        outcomes.add_metric([outcome], count)
+    yield outcomes
+    failures = CounterMetricFamily(
+        "subgate_auth_failures", "Failed authentications by SASL mechanism.", labels=["mechanism"]
+    )
+    for mechanism, count in snapshot.auth_failures:
+        failures.add_metric([mechanism], count)
+    yield failures
+    yield from _store_families(snapshot, top_n)
+
+
+def _store_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
+    store = snapshot.store
+    if store is None or store.journal_rows is None or snapshot.store_read_wall is None:
+        return  # not read yet: no figure rather than a wrong one
+    yield GaugeMetricFamily(
+        "subgate_journal_rows", "Rows in the journal (at the last store read).", value=store.journal_rows
+    )
+    backlog = GaugeMetricFamily(
+        "subgate_subscription_backlog",
+        "Journal rows a durable subscription has not accepted (as 'subgate bookmarks show' counts them).",
+        labels=SUBSCRIPTION_LABELS,
+    )
+    oldest = GaugeMetricFamily(
+        "subgate_subscription_oldest_unaccepted_seconds",
+        "Age of the oldest journal row a durable subscription has not accepted (0: none).",
+        labels=SUBSCRIPTION_LABELS,
+    )
+    read_at_ms = int(snapshot.store_read_wall * 1000)
+
+    def age(oldest_ms: int | None) -> float:
+        return max(0, read_at_ms - oldest_ms) / 1000 if oldest_ms else 0.0
+
+    subs = store.subscriptions
+    ranked = heapq.nsmallest(top_n, subs, key=lambda sub: (-sub.backlog, sub.client_id or "", sub.name, sub.topic))
+    for sub in ranked:
+        labels = [sub.client_id or "", sub.name, sub.topic]
+        backlog.add_metric(labels, sub.backlog)
+        oldest.add_metric(labels, age(sub.oldest_ms))
+    chosen = set(map(id, ranked))
+    rest = [sub for sub in subs if id(sub) not in chosen]
+    if rest:
+        backlog.add_metric(["", OTHER, ""], sum(sub.backlog for sub in rest))
+        oldest.add_metric(["", OTHER, ""], age(min((sub.oldest_ms for sub in rest if sub.oldest_ms), default=None)))
+    yield backlog
+    yield oldest
+
+
+class SubgateCollector(Collector):
+    """A ``prometheus_client`` collector over the latest snapshot and the writer's histograms.
+
+    Args:
+        snapshot: the latest published snapshot (None before the first).
+        writer: the journal writer's histograms, copied now.
+        top_n: how many nodes (and queues, and subscriptions) get a series of their own.
+    """
+
+    def __init__(
+        self, snapshot: Callable[[], Snapshot | None], writer: Callable[[], WriterFigures | None], top_n: int
+    ) -> None:
+        self._snapshot = snapshot
+        self._writer = writer
+        self._top_n = top_n
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self._writer()
+        if figures is not None:
+            yield _histogram(
+                "subgate_journal_commit_seconds", "Time of one journal commit (a batch).", figures.commit_seconds
+            )
+            yield _histogram("subgate_journal_batch_size", "Operations in one journal commit.", figures.batch_size)
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            yield from snapshot_families(snapshot, self._top_n)

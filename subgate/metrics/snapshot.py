@@ -1,0 +1,68 @@
+"""The figures the reactor thread publishes for the metrics endpoint, and how many labels they may spend.
+
+Owns ``Snapshot`` and its parts: immutable records of plain values (no proton object, no reference into the
+reactor's mutable state), built by ``gateway.metrics_feed`` on the reactor thread about once a second and
+swapped into place whole (one attribute assignment), so the HTTP threads read a consistent picture without a
+lock. Also owns the bounding of label cardinality (``top``): a per-node series only for the ``n`` nodes with the
+most traffic (or the deepest queues), and the rest summed under one ``other`` label, so a store with 100k
+topics cannot blow up a scrape (the feed applies it as it builds the snapshot: a scrape handles N + 1 rows).
+No proton, no store, no HTTP.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from subgate.engine.records import StoreFigures
+
+OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the reactor saw at ``taken_at`` (``time.monotonic``) and ``taken_wall`` (``time.time``)."""
+
+    taken_at: float
+    taken_wall: float
+    connections: int
+    links: tuple[tuple[str, int], ...]  # (role, open links)
+    # Labelled already (``top_nodes``, ``top_queues``): at most N + 1 rows each.
+    nodes: tuple[tuple[str, int, int], ...]  # (node, messages routed to it, deliveries sent from it)
+    queue_depths: tuple[tuple[str, int], ...]  # (queue, messages held), point-to-point queues only
+    duplicates_dropped: int
+    lost_after_confirm: int  # publisher mode store_send_noconfirm: confirmed, then not persisted
+    missing_topic_outcomes: tuple[tuple[str, int], ...]  # (outcome, notifications)
+    auth_failures: tuple[tuple[str, int], ...]  # (mechanism, failures)
+    store: StoreFigures | None = None  # the last periodic read of the store (None before the first)
+    store_read_wall: float | None = None  # when it was read (``time.time``)
+
+
+Row = tuple[Any, ...]  # (label, figure, ...): plain tuples, the cheapest record to build 100k of
+
+
+def top(rows: Sequence[Row], n: int, rank: Callable[[Row], Any]) -> list[Row]:
+    """The ``n`` rows that ``rank`` puts first, and when any are left, one ``(OTHER, column sums of the rest)``.
+    A row really labelled ``other`` is always counted in that sum (one series per label). O(rows log n)."""
+    chosen = heapq.nsmallest(n, rows, key=rank)
+    kept = [row for row in chosen if row[0] != OTHER]
+    if len(kept) == len(rows):
+        return kept
+    width = len(rows[0])
+    sums = [sum(row[column] for row in rows) for column in range(1, width)]
+    for row in kept:
+        for column in range(1, width):
+            sums[column - 1] -= row[column]
+    return [*kept, (OTHER, *sums)]
+
+
+def top_nodes(traffic: Sequence[tuple[str, int, int]], n: int) -> list[Row]:
+    """(node, in, out) of the ``n`` busiest nodes (in + out; ties by name), the rest summed under ``other``."""
+    return top(traffic, n, lambda row: (-(row[1] + row[2]), row[0]))
+
+
+def top_queues(depths: Sequence[tuple[str, int]], n: int) -> list[Row]:
+    """(queue, depth) of the ``n`` deepest queues (ties by name), the rest summed under ``other``."""
+    return top(depths, n, lambda row: (-row[1], row[0]))
