@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subgate.engine.codec.decode import compound, read_value, skip
+from subgate.engine.codec.decode import U32, compound, read_value, skip
 from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
 from subgate.engine.codec.sections import Envelope, section_code
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
@@ -87,9 +87,14 @@ def _appended(raw: bytes, env: Envelope, fresh: dict[str, bytes]) -> bytes:
     """The message with ``fresh`` entries (none of whose keys it has) appended to its annotation map: the
     existing entries are copied as one slice, only the map's size and count are written anew."""
     start, end = env.annotations_start, env.annotations_end
-    _, pos = section_code(raw, start, end)
-    width = 1 if raw[pos] == 0xC1 else 4
-    count, body, _ = compound(raw, pos + 1, end, width, "map")
+    if raw[start + 1] == 0x53 and raw[start + 3] == 0xD1:  # the usual descriptor and a map32, as scan read them
+        pos, count, body = start + 3, U32.unpack_from(raw, start + 8)[0], start + 12
+    elif raw[start + 1] == 0x53 and raw[start + 3] == 0xC1:  # map8
+        pos, count, body = start + 3, raw[start + 5], start + 6
+    else:
+        _, pos = section_code(raw, start, end)
+        width = 1 if raw[pos] == 0xC1 else 4
+        count, body, _ = compound(raw, pos + 1, end, width, "map")
     entries = (raw[body:end], *fresh.values())
     section = raw[start:pos] + compound_bytes(0xC1, 0xD1, count + 2 * len(fresh), b"".join(entries))
     return _splice(raw, start, section, end)
@@ -127,7 +132,7 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
             at = len(raw)
         section = _annotation_section(b"\x00\x53\x72", fresh.values(), len(fresh))
         return _splice(raw, at, section, at)
-    if not any(key in env.annotations for key in fresh):
+    if env.annotations.keys().isdisjoint(fresh):
         return _appended(raw, env, fresh)
     descriptor, entries = _annotation_entries(raw, env)
     parts = []
