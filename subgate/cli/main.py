@@ -81,6 +81,7 @@ main.add_command(subscribe)
     envvar="SUBGATE_LOG_LEVEL",
     show_default=True,
     show_envvar=True,
+    help="Least severe log records written to stderr.",
 )
 def serve(listen: str, store: str | None, migrate: bool, log_level: str, **settings_params: Any) -> None:
     """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""

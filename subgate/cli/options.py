@@ -101,7 +101,11 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
     section = data.get("subgate", data)
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [subgate] must be a table")
-    values = {str(key).replace("-", "_"): value for key, value in section.items()}
+    # A list setting (journal_branches, publisher_modes, ...) may be a TOML array or the flag's comma-separated text.
+    values = {
+        str(key).replace("-", "_"): ",".join(map(str, value)) if isinstance(value, list) else value
+        for key, value in section.items()
+    }
     _check_config(ctx, path, values)
     defaults = dict(ctx.default_map or {})
     defaults.update(values)
