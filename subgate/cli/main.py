@@ -3,7 +3,6 @@ calls one function."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
@@ -12,6 +11,7 @@ import click
 from subgate.cli.bookmarks import bookmarks
 from subgate.cli.client_commands import publish, subscribe
 from subgate.cli.journal import journal
+from subgate.cli.logs import FORMATS, configure_logging
 from subgate.cli.options import (
     ConfigError,
     ListenAddress,
@@ -83,14 +83,22 @@ main.add_command(subscribe)
     show_envvar=True,
     help="Least severe log records written to stderr.",
 )
-def serve(listen: str, store: str | None, migrate: bool, log_level: str, **settings_params: Any) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    envvar="SUBGATE_LOG_FORMAT",
+    show_default=True,
+    show_envvar=True,
+    help="text lines, or json: one object per line with time, level, logger, message and the event's fields.",
+)
+def serve(
+    listen: str, store: str | None, migrate: bool, log_level: str, log_format: str, **settings_params: Any
+) -> None:
     """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""
     from subgate.gateway.server import serve as run_server
 
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(log_level, log_format)
     host, port = split_address(listen)
     settings = Settings(
         listen_host=host, listen_port=port, store_url=resolve_store(store), **settings_values(settings_params)

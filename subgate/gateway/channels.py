@@ -108,3 +108,10 @@ def end_after_output(connection: Connection) -> None:
 def connection_channel(connection: Connection) -> Channel | None:
     """The channel (socket, user) behind a connection accepted by ``ServerIO`` (served by ``ChannelIO``)."""
     return getattr(connection, "_channel", None)
+
+
+def remote(peer: object) -> str | None:
+    """A socket's peer address as ``host:port`` (the form log lines and their JSON fields carry)."""
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return None if peer is None else str(peer)

@@ -17,7 +17,7 @@ from proton import Condition, Connection, Endpoint, Link, Session, symbol
 
 from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.authority import Authority
-from subgate.gateway.channels import connection_channel, end_after_output
+from subgate.gateway.channels import connection_channel, end_after_output, remote
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState
 from subgate.gateway.peer_fields import peer_text, read_open
@@ -147,6 +147,14 @@ class Lifecycle:
             state.closed = True
             return
         self.connections.add(state)
+        log.info(
+            "connection opened: container-id %r, principal %r, from %s",
+            container_id,
+            state.user,
+            state.peer,
+            extra={"event": "connection-opened", "container_id": container_id, "principal": state.user,
+                   "peer": remote(state.peer)},
+        )  # fmt: skip
         connection.offered_capabilities = [symbol(c) for c in OFFERED_CAPABILITIES]
         connection.properties = {symbol("product"): "subgate", symbol("version"): VERSION}
         connection.open()
@@ -182,6 +190,16 @@ class Lifecycle:
             return
         state.closed = True
         self.connections.remove(state)
+        how = "lost" if abrupt else "closed"
+        log.info(
+            "connection %s: container-id %r, principal %r, from %s",
+            how,
+            state.container_id,
+            state.user,
+            state.peer,
+            extra={"event": f"connection-{how}", "container_id": state.container_id, "principal": state.user,
+                   "peer": remote(state.peer)},
+        )  # fmt: skip
         self._control().connection_ended(state, abrupt=abrupt)
         self.end_links(list(state.links))
         state.links.clear()

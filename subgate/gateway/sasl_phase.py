@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from subgate.gateway.channels import Channel
+from subgate.gateway.channels import Channel, remote
 from subgate.gateway.sasl import (
     OUTCOME_SYS_TEMP,
     SASL_HEADER,
@@ -88,7 +88,12 @@ class SaslPhase:
                     channel.user = event.username
                     self._io.start_amqp(channel, event.leftover)
                 elif channel.refusal is None:
-                    log.info("authentication failed for %r from %s", event.username, channel.peer)
+                    log.info(
+                        "authentication failed for %r from %s",
+                        event.username,
+                        channel.peer,
+                        extra={"event": "auth-failed", "principal": event.username, "peer": remote(channel.peer)},
+                    )
                     self._io.close_after_flush(channel)
             elif isinstance(event, NoSaslHeader):
                 # Whether anonymous access is allowed may depend on the store (a user added while we run), which

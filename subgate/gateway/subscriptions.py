@@ -167,7 +167,12 @@ class Subscriptions:
         if key is not None:
             self.by_key[key] = sub
             self._journal.submit_subscription(sub.record())
-            log.info("created %s on topic %r", key.describe(), topic.name)
+            log.info(
+                "created %s on topic %r",
+                key.describe(),
+                topic.name,
+                extra={"event": "subscription-created", "subscription": key.describe(), "topic": topic.name},
+            )
         return sub
 
     def restore(self, record: SubscriptionRecord, topic: Topic, matcher: Matcher | None) -> Subscription:
@@ -263,7 +268,11 @@ class Subscriptions:
         if sub.key is not None and self.by_key.get(sub.key) is sub:
             del self.by_key[sub.key]
             self._journal.submit_drop_subscription(sub.id, sub.cursor.cursor_id if sub.cursor else None)
-            log.info("removed %s", sub.key.describe())
+            log.info(
+                "removed %s",
+                sub.key.describe(),
+                extra={"event": "subscription-removed", "subscription": sub.key.describe()},
+            )
 
     def named(self) -> list[Subscription]:
         return list(self.by_key.values())

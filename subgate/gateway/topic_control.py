@@ -316,7 +316,7 @@ class TopicControl:
             self._schedule(max(following - now, 0.05), self._grace_ended)
 
     def _removing(self, branch: str, why: str) -> None:
-        log.info("removing topic branch %r: %s", branch, why)
+        log.info("removing topic branch %r: %s", branch, why, extra={"event": "topic-removed", "topic": branch})
         self._remove_branch(branch)
 
     # -- missing-topic handlers ----------------------------------------------------------------------------
@@ -389,7 +389,9 @@ class TopicControl:
                 held.selector,
                 conn.container_id,
                 notification.path,
-            )
+                extra={"event": "missing-topic-notification", "selector": held.selector,
+                       "container_id": conn.container_id, "handler": notification.path},
+            )  # fmt: skip
             handler = notification.handler
             if handler.link.credit > 0 and not handler.waiting:
                 handler.send(notice, self._notification(notice))
@@ -408,7 +410,12 @@ class TopicControl:
             return
         silent = [notice.path for notice in held.outstanding if not notice.answered]
         self.outcomes["timeout"] += len(silent)
-        log.info("missing-topic handlers on %s silent for %.1f s: proceeding", silent, self.handler_timeout)
+        log.info(
+            "missing-topic handlers on %s silent for %.1f s: proceeding",
+            silent,
+            self.handler_timeout,
+            extra={"event": "missing-topic-outcome", "outcome": "timeout", "handlers": silent},
+        )
         for notice in held.outstanding:
             notice.answered = True
         self._settle_held(held)
@@ -419,7 +426,14 @@ class TopicControl:
         notice.answered = True
         self.outcomes["proceed" if proceed else "cancel"] += 1
         held = notice.held
-        log.info("missing-topic handler on %r: %s (%s)", notice.path, "proceed" if proceed else "cancel", why)
+        outcome = "proceed" if proceed else "cancel"
+        log.info(
+            "missing-topic handler on %r: %s (%s)",
+            notice.path,
+            outcome,
+            why,
+            extra={"event": "missing-topic-outcome", "outcome": outcome, "handler": notice.path},
+        )
         if not proceed and held.cancelled_by is None:
             held.cancelled_by = notice.path
         if all(n.answered for n in held.outstanding):

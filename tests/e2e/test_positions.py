@@ -8,23 +8,14 @@ then a new consumer gets exactly the messages that were not accepted, in journal
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
-from proton import Message, Terminus
-from proton.reactor import LinkOption
+from proton import Message
 from proton.utils import BlockingConnection, BlockingReceiver
 
-from tests.support.amqp import Capabilities, connect, nothing_arrives, receive_bodies, sender
+from tests.support.amqp import Capabilities, SharedDurable, connect, nothing_arrives, receive_bodies, sender
 
 ACCEPTED = (0, 2, 3, 6, 8)
-
-
-class SharedDurable(LinkOption):
-    def apply(self, link: Any) -> None:
-        link.source.durability = Terminus.DELIVERIES
-        link.source.expiry_policy = Terminus.EXPIRE_NEVER
-        Capabilities("topic", "shared", "global").apply(link)
 
 
 def consume_out_of_order(conn: BlockingConnection, rcv: BlockingReceiver) -> None:

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from proton import Data, Delivery, Message, symbol
+from proton import Data, Delivery, Message, Terminus, symbol
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
@@ -29,6 +29,15 @@ class Capabilities(LinkOption):
         for capability in self.capabilities:
             data.put_symbol(symbol(capability))
         data.exit()
+
+
+class SharedDurable(LinkOption):
+    """A shared global durable subscription's source (JMS createSharedDurableConsumer without a ClientID)."""
+
+    def apply(self, link: Any) -> None:
+        link.source.durability = Terminus.DELIVERIES
+        link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        Capabilities("topic", "shared", "global").apply(link)
 
 
 class PreSettled(LinkOption):
