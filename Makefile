@@ -25,11 +25,18 @@ run: $(STAMP)
 	$(BIN)/subgate db upgrade
 	SUBGATE_HTTP=$${SUBGATE_HTTP-127.0.0.1:8672} $(BIN)/subgate serve  # SUBGATE_LISTEN, else 127.0.0.1:5672
 
+# The tests mostly wait on server processes: two pytest-xdist workers (each with its own PostgreSQL cluster) share
+# them out; --dist loadfile keeps each test file, and its module-scoped servers, on one worker, and
+# --no-loadscope-reorder hands the files out in collection order, where tests/conftest.py puts the slow ones
+# (the fuzz run) first, rather than the files with the most tests first. --durations: the slowest, in the log.
+# TEST_WORKERS=0 runs every test in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	bash scripts/install-test-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy subgate
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

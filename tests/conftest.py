@@ -12,6 +12,12 @@ from tests.support.server import SubgateProcess
 pytest_plugins = ["tests.support.pytest_postgres"]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first (in their order): under pytest-xdist (``make test``) the bounded fuzz run,
+    the longest test by far, then starts at once beside the rest instead of holding one worker alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store URL; tests using it run once on SQLite and once on PostgreSQL."""

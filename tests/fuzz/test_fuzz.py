@@ -81,6 +81,7 @@ def _failures(outcomes: list[Outcome], incidents: list[Incident], probes: Prober
     return found
 
 
+@pytest.mark.slow  # run first (tests/conftest.py)
 @pytest.mark.timeout(900)  # about 3 minutes alone; a loaded CI machine can take several times that
 def test_bounded_fuzz_run_leaves_the_server_serving(servers):
     seed, count = _env_int("SUBGATE_FUZZ_SEED", DEFAULT_SEED), _env_int("SUBGATE_FUZZ_CASES", DEFAULT_CASES)

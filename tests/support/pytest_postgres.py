@@ -28,6 +28,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.postgres import PostgresCluster
+from tests.support.server import stop_servers_using
 
 __all__ = ["postgres_cluster", "postgres_url", "unique_database_name"]
 
@@ -64,6 +65,7 @@ def postgres_url(postgres_cluster: PostgresCluster, request: pytest.FixtureReque
     name = unique_database_name(request.node.name)
     url = postgres_cluster.create_database(name)
     yield url
+    stop_servers_using(url)  # before the drop, whatever the order of the fixtures' teardown
     if os.environ.get("SUBGATE_PG_KEEP_DBS") == "1" or not postgres_cluster.started:
         return
     try:

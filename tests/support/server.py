@@ -14,12 +14,16 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+# Every SubgateProcess started in this test process, for ``stop_servers_using``.
+_STARTED: weakref.WeakSet[SubgateProcess] = weakref.WeakSet()
 
 
 def wait_for_log_line(
@@ -99,6 +103,7 @@ class SubgateProcess:
             self.proc = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, env=env, preexec_fn=self._limits
             )
+        _STARTED.add(self)
         match = wait_for_log_line(self.proc, self.log, LISTENING, timeout, self.kill)
         self.port = int(match.group(2))
         return self
@@ -134,6 +139,21 @@ class SubgateProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def stop_servers_using(store_url: str) -> None:
+    """Stop (SIGTERM, else SIGKILL) every server of this test process still running on ``store_url``.
+
+    The ``postgres_url`` fixture calls it before it drops the test's database: pytest tears fixtures down in the
+    reverse order of their set-up, so a ``make_server`` set up before the database (or a database asked for in
+    the test body) would otherwise still be running at the ``DROP DATABASE ... WITH (FORCE)``, and its shutdown
+    would then spend seconds flushing to a store that is gone."""
+    for server in list(_STARTED):
+        if server.store_url == store_url and server.alive():
+            try:
+                server.stop(timeout=10)
+            except Exception:
+                server.kill()
 
 
 @contextmanager

@@ -177,7 +177,9 @@ def test_resolve(grants, principal, roles, permission, path, allowed):
 
 
 # -- the default policy -----------------------------------------------------------------------------------------
-EVERY_CHECK = [(p, "a/b") for p in PATH_PERMISSIONS] + [(p, None) for p in GLOBAL_PERMISSIONS]
+# Sorted: the permission sets' order changes from one process to the next, and pytest-xdist workers must collect
+# the same tests in the same order.
+EVERY_CHECK = [(p, "a/b") for p in sorted(PATH_PERMISSIONS)] + [(p, None) for p in sorted(GLOBAL_PERMISSIONS)]
 
 
 @pytest.mark.parametrize(("permission", "path"), EVERY_CHECK)
