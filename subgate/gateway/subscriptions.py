@@ -167,12 +167,8 @@ class Subscriptions:
         if key is not None:
             self.by_key[key] = sub
             self._journal.submit_subscription(sub.record())
-            log.info(
-                "created %s on topic %r",
-                key.describe(),
-                topic.name,
-                extra={"event": "subscription-created", "subscription": key.describe(), "topic": topic.name},
-            )
+            fields = {"event": "subscription-created", "subscription": key.describe(), "topic": topic.name}
+            log.info("created %s on topic %r", key.describe(), topic.name, extra=fields)
         return sub
 
     def restore(self, record: SubscriptionRecord, topic: Topic, matcher: Matcher | None) -> Subscription:
