@@ -449,13 +449,7 @@ def render(report: dict, table: list[list[str]], head: list[str]) -> str:
 
 
 def update_doc(section: str) -> None:
-    text = R.DOC.read_text()
-    b, e = text.find(BEGIN), text.find(END)
-    if b != -1 and e > b:
-        text = text[:b] + section + text[e + len(END) :]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n" + section + "\n"
-    R.DOC.write_text(text)
+    R.DOC.write_text(R.with_section(R.DOC.read_text(), BEGIN, END, section, HEADING))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

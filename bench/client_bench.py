@@ -299,13 +299,7 @@ def update_doc(body: str, command: str) -> None:
             END,
         ]
     )
-    text = R.DOC.read_text()
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin != -1 and end > begin:
-        text = text[:begin] + section + text[end + len(END) :]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n" + section + "\n"
-    R.DOC.write_text(text)
+    R.DOC.write_text(R.with_section(R.DOC.read_text(), BEGIN, END, section, HEADING))
 
 
 def main() -> None:

@@ -1186,12 +1186,16 @@ def update_doc(section: str) -> None:
             "driven by the C load client in `bench/`. How to run them and what each scenario means: "
             "`bench/README.md`.\n\n"
         )
-    b, e = text.find(BEGIN), text.find(END)
-    if b != -1 and e != -1 and e > b:
-        text = text[:b] + section + text[e + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n## Benchmark results\n\n" + section + "\n"
-    DOC.write_text(text)
+    DOC.write_text(with_section(text, BEGIN, END, section, "## Benchmark results"))
+
+
+def with_section(text: str, begin: str, end: str, section: str, heading: str) -> str:
+    """``text`` with its generated part (from the ``begin`` marker through the ``end`` marker) replaced by
+    ``section``, or, the first time, ``section`` appended under ``heading``."""
+    b, e = text.find(begin), text.find(end)
+    if b != -1 and e > b:
+        return text[:b] + section + text[e + len(end) :]
+    return text.rstrip("\n") + f"\n\n{heading}\n\n" + section + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- main
