@@ -10,7 +10,7 @@ and never touches the reactor's state, a proton object or the store.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -36,6 +36,20 @@ def _histogram(name: str, documentation: str, view: HistogramView) -> HistogramM
     return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=view.total)
 
 
+def _labelled(
+    family: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    documentation: str,
+    label: str,
+    series: Iterable[tuple[str, float]],
+) -> Metric:
+    """A family with one label: a sample per (label value, value) of ``series``."""
+    metric = family(name, documentation, labels=[label])
+    for value_label, value in series:
+        metric.add_metric([value_label], value)
+    return metric
+
+
 def _le(bound: float) -> str:
     return repr(float(bound))
 
@@ -44,10 +58,7 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
     """Every metric a snapshot gives; per-node series as the snapshot has them (``top_nodes``, ``top_queues``),
     per-subscription series bounded here by ``top_n`` (+ ``other``)."""
     yield GaugeMetricFamily("subgate_connections", "Open AMQP connections.", value=snapshot.connections)
-    links = GaugeMetricFamily("subgate_links", "Open links by role.", labels=["role"])
-    for role, count in snapshot.links:
-        links.add_metric([role], count)
-    yield links
+    yield _labelled(GaugeMetricFamily, "subgate_links", "Open links by role.", "role", snapshot.links)
     messages_in = CounterMetricFamily(
         "subgate_messages_in", "Messages routed to a node since start (top nodes, the rest as other).", labels=["node"]
     )
@@ -61,30 +72,33 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
         messages_out.add_metric([node], sent_out)
     yield messages_in
     yield messages_out
-    depth = GaugeMetricFamily(
-        "subgate_queue_depth", "Messages a queue holds (deepest queues, the rest as other).", labels=["queue"]
+    yield _labelled(
+        GaugeMetricFamily,
+        "subgate_queue_depth",
+        "Messages a queue holds (deepest queues, the rest as other).",
+        "queue",
+        snapshot.queue_depths,
     )
-    for queue, held in snapshot.queue_depths:
-        depth.add_metric([queue], held)
-    yield depth
     yield CounterMetricFamily(
         "subgate_duplicates_dropped",
         "Messages dropped as duplicates of a publisher id's earlier ones, plus store_send_noconfirm messages "
         "confirmed and then not persisted, since start.",
         value=snapshot.duplicates_dropped + snapshot.lost_after_confirm,
     )
-    outcomes = CounterMetricFamily(
-        "subgate_missing_topic_notifications", "Missing-topic notifications by outcome.", labels=["outcome"]
+    yield _labelled(
+        CounterMetricFamily,
+        "subgate_missing_topic_notifications",
+        "Missing-topic notifications by outcome.",
+        "outcome",
+        snapshot.missing_topic_outcomes,
     )
-    for outcome, count in snapshot.missing_topic_outcomes:
-        outcomes.add_metric([outcome], count)
-    yield outcomes
-    failures = CounterMetricFamily(
-        "subgate_auth_failures", "Failed authentications by SASL mechanism.", labels=["mechanism"]
+    yield _labelled(
+        CounterMetricFamily,
+        "subgate_auth_failures",
+        "Failed authentications by SASL mechanism.",
+        "mechanism",
+        snapshot.auth_failures,
     )
-    for mechanism, count in snapshot.auth_failures:
-        failures.add_metric([mechanism], count)
-    yield failures
     yield from _store_families(snapshot, top_n)
 
 
