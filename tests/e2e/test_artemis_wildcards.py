@@ -14,16 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from subgate.cli.main import main
-from tests.e2e.conftest import STORES
 from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
 from tests.support.jms import QUEUE, TOPIC, JmsWire, LinkRefused
 from tests.support.rhea import messages_of, run_rhea
 
 INVALID_FIELD = "amqp:invalid-field"
-
-
-def start(make_server, request, store: str, *flags: str):
-    return make_server(request.getfixturevalue("postgres_url") if store == "postgres" else None, *flags)
 
 
 def topic_names(server) -> list[str]:
@@ -32,11 +27,10 @@ def topic_names(server) -> list[str]:
     return [topic["path"] for topic in json.loads(result.output)["topics"]]
 
 
-@pytest.mark.parametrize("store", STORES)
 def test_by_default_a_wildcard_consumer_is_refused_with_the_diffusion_form_and_nothing_is_created(
-    make_server, request, store
+    make_server, store_url
 ):
-    server = start(make_server, request, store)
+    server = make_server(store_url)
     with JmsWire.connect(server.address) as jms:
         session = jms.session()
         with pytest.raises(LinkRefused) as refused:
@@ -54,9 +48,8 @@ def test_by_default_a_wildcard_consumer_is_refused_with_the_diffusion_form_and_n
     assert not [name for name in topic_names(server) if "#" in name or "*" in name]
 
 
-@pytest.mark.parametrize("store", STORES)
-def test_with_artemis_wildcards_a_jms_topic_consumer_gets_what_the_wildcard_matches(make_server, request, store):
-    server = start(make_server, request, store, "--artemis-wildcards")
+def test_with_artemis_wildcards_a_jms_topic_consumer_gets_what_the_wildcard_matches(make_server, store_url):
+    server = make_server(store_url, "--artemis-wildcards")
     with JmsWire.connect(server.address) as jms:
         session = jms.session()
         everything = session.consumer("news.#", TOPIC)

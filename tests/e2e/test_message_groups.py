@@ -10,15 +10,10 @@ import uuid
 
 import pytest
 
-from tests.e2e.conftest import STORES
 from tests.support.jms import Consumer, JmsWire
 from tests.support.rhea import run_rhea
 
 CLOSE = 0xFFFFFFFF  # what the JMS client writes for JMSXGroupSeq = -1
-
-
-def start(make_server, request, store: str):
-    return make_server(request.getfixturevalue("postgres_url") if store == "postgres" else None)
 
 
 def everything(consumers: list[Consumer], count: int) -> list[list[str]]:
@@ -52,9 +47,8 @@ def in_group_order(got: list[list[str]]) -> bool:
     )
 
 
-@pytest.mark.parametrize("store", STORES)
-def test_each_group_goes_to_one_consumer_in_order(make_server, request, store):
-    server = start(make_server, request, store)
+def test_each_group_goes_to_one_consumer_in_order(make_server, store_url):
+    server = make_server(store_url)
     queue = f"groups-{uuid.uuid4().hex[:8]}"
     with JmsWire.connect(server.address) as jms:
         session = jms.session()
@@ -69,9 +63,8 @@ def test_each_group_goes_to_one_consumer_in_order(make_server, request, store):
     assert in_group_order(got)
 
 
-@pytest.mark.parametrize("store", STORES)
-def test_the_group_moves_when_its_owner_closes_and_nothing_is_lost(make_server, request, store):
-    server = start(make_server, request, store)
+def test_the_group_moves_when_its_owner_closes_and_nothing_is_lost(make_server, store_url):
+    server = make_server(store_url)
     queue = f"groups-{uuid.uuid4().hex[:8]}"
     with JmsWire.connect(server.address) as jms:
         session = jms.session()
@@ -105,9 +98,8 @@ def test_group_sequence_minus_one_closes_the_group(server):
     assert all(later), later  # no owner any more: round robin over both consumers
 
 
-@pytest.mark.parametrize("store", STORES)
-def test_kill_9_while_a_group_is_owned_redelivers_the_rest_in_order_to_one_consumer(make_server, request, store):
-    server = start(make_server, request, store)
+def test_kill_9_while_a_group_is_owned_redelivers_the_rest_in_order_to_one_consumer(make_server, store_url):
+    server = make_server(store_url)
     queue = f"groups-{uuid.uuid4().hex[:8]}"
     with JmsWire.connect(server.address) as jms:
         session = jms.session()

@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from tests.e2e.conftest import STORES
 from tests.support.jms import DURABLE, TOPIC, JmsWire
 from tests.support.rhea import run_rhea
 
@@ -16,18 +15,13 @@ SENT = [1, 9, 4, 0, 7, 9, 2]  # the issue's example
 EXPECTED = ["p9-1", "p9-5", "p7-4", "p4-2", "p2-6", "p1-0", "p0-3"]  # "p<priority>-<send index>"
 
 
-def start(make_server, request, store: str):
-    return make_server(request.getfixturevalue("postgres_url") if store == "postgres" else None)
-
-
 def body(index: int, priority: int) -> str:
     return f"p{priority}-{index}"
 
 
-@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("restart", ["none", "stop", "kill"])
-def test_a_queue_delivers_by_priority_also_after_a_restart(make_server, request, store, restart):
-    server = start(make_server, request, store)
+def test_a_queue_delivers_by_priority_also_after_a_restart(make_server, store_url, restart):
+    server = make_server(store_url)
     queue = f"prio-{uuid.uuid4().hex[:8]}"
     with JmsWire.connect(server.address) as jms:
         producer = jms.session().producer(queue)
@@ -44,9 +38,8 @@ def test_a_queue_delivers_by_priority_also_after_a_restart(make_server, request,
         assert [consumer.receive().accept().body for _ in SENT] == EXPECTED
 
 
-@pytest.mark.parametrize("store", STORES)
-def test_a_durable_subscription_delivers_its_backlog_by_priority(make_server, request, store):
-    server = start(make_server, request, store)
+def test_a_durable_subscription_delivers_its_backlog_by_priority(make_server, store_url):
+    server = make_server(store_url)
     topic = f"prio-{uuid.uuid4().hex[:8]}"
     with JmsWire.connect(server.address, client_id="prio-app") as jms:
         session = jms.session()

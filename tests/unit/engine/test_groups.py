@@ -16,6 +16,13 @@ def grouped(seq: int, group: str | None, group_seq: int | None = None) -> Messag
     return Message(seq, b"m%d" % seq, group=group, group_seq=group_seq)
 
 
+def queue_with(*consumers: FakeConsumer) -> Queue:
+    queue = Queue("q")
+    for consumer in consumers:
+        queue.add_consumer(consumer)
+    return queue
+
+
 def test_the_table_remembers_owners_least_recently_used_first_and_forgets_past_its_bound():
     table: GroupTable[str] = GroupTable(max_groups=2)
     table.delivered("a", "c1", 1)
@@ -30,10 +37,8 @@ def test_the_table_remembers_owners_least_recently_used_first_and_forgets_past_i
 
 
 def test_each_group_sticks_to_the_consumer_that_took_its_first_message():
-    queue = Queue("q")
     first, second = FakeConsumer(credit=10), FakeConsumer(credit=10)
-    queue.add_consumer(first)
-    queue.add_consumer(second)
+    queue = queue_with(first, second)
     for seq, group in enumerate(["A", "B", "A", "B", "A", None, None], start=1):
         queue.push(grouped(seq, group))
     assert first.seqs[:3] == [1, 3, 5] and second.seqs[:2] == [2, 4]
@@ -56,10 +61,8 @@ def test_a_groups_messages_wait_for_its_owner_while_the_rest_go_past_them():
 
 
 def test_the_group_moves_when_its_owner_leaves_and_its_unsettled_messages_come_first():
-    queue = Queue("q")
     owner, other = FakeConsumer(credit=2), FakeConsumer(credit=0)
-    queue.add_consumer(owner)
-    queue.add_consumer(other)
+    queue = queue_with(owner, other)
     messages = [grouped(seq, "A") for seq in (1, 2, 3)]
     for message in messages:
         queue.push(message)
@@ -73,10 +76,8 @@ def test_the_group_moves_when_its_owner_leaves_and_its_unsettled_messages_come_f
 
 
 def test_group_sequence_minus_one_closes_the_group():
-    queue = Queue("q")
     first, second = FakeConsumer(credit=1), FakeConsumer(credit=0)
-    queue.add_consumer(first)
-    queue.add_consumer(second)
+    queue = queue_with(first, second)
     queue.push(grouped(1, "A", CLOSE_SEQUENCE))
     second.credit = 1
     queue.push(grouped(2, "A", 1))
