@@ -144,8 +144,7 @@ class Waiting:
         lane.pop(message)
         if not lane.ready and not lane.returned:
             del self.lanes[self.top]
-            self.top = max(self.lanes) if self.lanes else -1
-            self._top_lane = self.lanes.get(self.top)
+            self._retop()
 
     def lowest_seq(self) -> int | None:
         found = [seq for lane in self.lanes.values() if (seq := lane.lowest_seq()) is not None]
@@ -168,11 +167,15 @@ class Waiting:
         """Remove and return every message."""
         messages = [m for lane in self.lanes.values() for m in lane.messages()]
         self.lanes.clear()
-        self.top, self._top_lane = -1, None
+        self._retop()
         return messages
 
     def _forget_empty(self) -> None:
         for level in [level for level, lane in self.lanes.items() if not lane]:
             del self.lanes[level]
+        self._retop()
+
+    def _retop(self) -> None:
+        """The highest priority left, after lanes went."""
         self.top = max(self.lanes) if self.lanes else -1
         self._top_lane = self.lanes.get(self.top)
