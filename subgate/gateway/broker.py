@@ -37,6 +37,7 @@ from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
 from subgate.gateway.router import Router
+from subgate.gateway.server_admin import ServerAdmin, Sources
 from subgate.gateway.settings import Settings
 from subgate.gateway.store_reports import StoreReports
 from subgate.gateway.subscriptions import Subscriptions
@@ -91,6 +92,15 @@ class Broker:
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
         store_reports = StoreReports(journal, router.pager.non_durable_after)
+        self.server_admin = ServerAdmin(
+            Sources(
+                router,
+                lambda: self.connections.open,
+                self.lifecycle.close_connection,
+                lambda: len(subscriptions.named()),
+                lambda: journal.health,
+            )
+        )
         self.pipeline = Publishing(
             settings,
             router,
@@ -100,6 +110,7 @@ class Broker:
             subscriptions,
             topic_admin,
             store_reports,
+            self.server_admin,
         )
         self.attacher = Attacher(
             settings,

@@ -185,6 +185,15 @@ class Server:
         http.health = lambda: writer.health
         return feed
 
+    def _describe(self, host: str, port: int) -> None:
+        """What ``$management`` type ``server`` reports about the process (``gateway.server_admin``)."""
+        facts = self.broker.server_admin.facts
+        facts.name = self.settings.name
+        facts.store = self.engine.url.render_as_string(hide_password=True)
+        facts.listen = f"{host}:{port}"
+        if self.http is not None:
+            facts.http = "{}:{}".format(*self.http.address)
+
     def _journal_done(self, result: BatchResult) -> None:
         # Writer thread: hand the result to the reactor thread.
         self.injector.trigger(ApplicationEvent("journal_committed", subject=result))
@@ -223,6 +232,7 @@ class Server:
         if self.metrics is not None:
             self.metrics.start()
         host, port = self.address  # type: ignore[misc]
+        self._describe(host, port)
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
         log.info(
