@@ -93,7 +93,8 @@ def purge_queue(target: Target, name: str, step: int) -> tuple[int, int]:
     with running_server(target) as client:
         if client is not None:
             with management_errors(target, f"purge queue {name!r}"):
-                start = int(client.read_queue(name).get("depth") or 0)
+                shown = client.read_queue(name)
+                start = int(shown.get("available") or 0) + int(shown.get("paged") or 0)  # what waits
 
                 def live_step() -> tuple[int, int]:
                     answer = client.purge_queue(name, step)

@@ -92,15 +92,7 @@ class Broker:
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
         store_reports = StoreReports(journal, router.pager.non_durable_after)
-        self.server_admin = ServerAdmin(
-            Sources(
-                router,
-                lambda: self.connections.open,
-                self.lifecycle.close_connection,
-                lambda: len(subscriptions.named()),
-                lambda: journal.health,
-            )
-        )
+        self.server_admin = _server_admin(router, self.connections, self.lifecycle, subscriptions, journal)
         self.pipeline = Publishing(
             settings,
             router,
@@ -253,3 +245,18 @@ class Broker:
                 link_state.queue.settle(message, _ACCEPTED, link_state)  # type: ignore[attr-defined]
             return
         link_state.on_delivery(Delivery.wrap(impl))
+
+
+def _server_admin(
+    router: Router, connections: Connections, lifecycle: Lifecycle, subscriptions: Subscriptions, journal: JournalWriter
+) -> ServerAdmin:
+    """``$management`` types ``queue``, ``connection`` and ``server``, reading what the broker holds."""
+    return ServerAdmin(
+        Sources(
+            router,
+            lambda: connections.open,
+            lifecycle.close_connection,
+            lambda: len(subscriptions.named()),
+            lambda: journal.health,
+        )
+    )

@@ -120,6 +120,8 @@ class ServerAdmin:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             return Response(400, f"'limit' must be a positive integer, not {limit!r}")
         purged = node.purge(limit)
+        if purged:
+            self.sources.router.record_low_water()  # now, not at the next pass: the journal-only part is behind it
         return Response(200, f"purged {purged} message(s) from queue {name!r}", {"purged": purged, "depth": node.depth})
 
     def _close(self, number: object, asking: ConnectionState) -> Response:
