@@ -41,6 +41,7 @@ from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.removals import list_removal_registrations, max_removal_registration_id
+from subgate.storage.store_metrics import FigureReader
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
@@ -157,6 +158,7 @@ class Server:
         self.container.selectable(self.injector)
         self.broker.when_stopped(self._stopped)
         self.metrics: MetricsFeed | None = None
+        self.figures: FigureReader | None = None
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)
         self.address: tuple[str, int] | None = None
@@ -166,6 +168,8 @@ class Server:
     def _metrics_feed(self, http: MetricsEndpoint) -> MetricsFeed:
         """The reactor's snapshots, and the endpoint pointed at them and at the writer's figures."""
         broker, writer, housekeeping = self.broker, self.writer, self.broker.housekeeping
+        # The store's figures on an engine of their own: never on the writer, whose commits would wait for them.
+        figures = self.figures = FigureReader(make_engine(self.settings.store_url), self.router.pager.non_durable_after)
         feed = MetricsFeed(
             connections=lambda: len(broker.connections.open),
             links=broker.connections.links,
@@ -175,7 +179,7 @@ class Server:
             missing_topic_outcomes=broker.control.outcomes,
             auth_failures=self.io.auth_failures,
             journal=writer,
-            non_durable_after=self.router.pager.non_durable_after,
+            store_figures=lambda: figures.latest,
             schedule=housekeeping.schedule,
             stopping=lambda: housekeeping.stopping,
             top_n=self.settings.metrics_top_nodes,
@@ -219,6 +223,9 @@ class Server:
         """Give the store back when the server stops before it ran (it could not listen, say)."""
         if self.http is not None:
             self.http.close()
+        figures: FigureReader | None = getattr(self, "figures", None)  # absent when assembling failed early
+        if figures is not None:
+            figures.close()
         self.ownership.close()
         self.engine.dispose()
 
@@ -231,6 +238,8 @@ class Server:
         self.broker.start_housekeeping()
         if self.metrics is not None:
             self.metrics.start()
+        if self.figures is not None:
+            self.figures.start()
         host, port = self.address  # type: ignore[misc]
         self._describe(host, port)
         if self.http is not None:
@@ -246,6 +255,8 @@ class Server:
             EventLoop(self.container, self.broker, self.io).run()
         finally:
             self.writer.close()
+            if self.figures is not None:
+                self.figures.close()
             self.auth.close()
             self.policy_loader.close()
             self.ownership.close()
