@@ -13,6 +13,7 @@ from subgate.cli.client_commands import publish, subscribe
 from subgate.cli.connections import connections
 from subgate.cli.journal import journal
 from subgate.cli.logs import FORMATS, configure_logging
+from subgate.cli.management import ManagementClient
 from subgate.cli.options import (
     ConfigError,
     ListenAddress,
@@ -122,7 +123,7 @@ def serve(
         raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):
-            code = run_server(settings, migrate=migrate)
+            code = run_server(settings, migrate=migrate, management=ManagementClient)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)

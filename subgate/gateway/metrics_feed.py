@@ -63,6 +63,7 @@ class MetricsFeed:
         schedule: Callable[[float, Callable[[], None]], None],
         stopping: Callable[[], bool],
         top_n: int = 50,
+        on_tick: Callable[[], None] = lambda: None,
     ) -> None:
         self._connections = connections
         self._links = links
@@ -76,6 +77,7 @@ class MetricsFeed:
         self._schedule = schedule
         self._stopping = stopping
         self._top_n = top_n
+        self._on_tick = on_tick  # the web console's view, while someone watches (gateway.console_feed)
         self._nodes_due = 0  # ticks until the next pass over the nodes
         self._traffic: tuple[tuple[str, int, int], ...] = ()
         self._depths: tuple[tuple[str, int], ...] = ()
@@ -89,6 +91,7 @@ class MetricsFeed:
         try:
             self._probe()
             self.latest = self.take()
+            self._on_tick()
         except Exception:  # a bug here must not end the ticks (nor anything else on the reactor)
             log.exception("metrics snapshot failed")
         if not self._stopping():

@@ -26,6 +26,7 @@ from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
+from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.metrics_feed import MetricsFeed
@@ -96,8 +97,9 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
 class Server:
     """One running subgate (see the module docstring). ``run()`` blocks until stopped."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, management: ManagementFactory | None = None) -> None:
         self.settings = settings
+        self.management = management  # the console's actions go through $management with it (gateway.console_feed)
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
         # First of all: refuse a store another live server owns, before recovery rewrites its rows.
@@ -170,6 +172,15 @@ class Server:
         broker, writer, housekeeping = self.broker, self.writer, self.broker.housekeeping
         # The store's figures on an engine of their own: never on the writer, whose commits would wait for them.
         figures = self.figures = FigureReader(make_engine(self.settings.store_url), self.router.pager.non_durable_after)
+        console = ConsoleFeed(
+            lambda: console_view(
+                broker.server_admin,
+                broker.pipeline.topic_admin,
+                broker.connections.open,
+                self.subscriptions.named(),
+                figures.latest,
+            )
+        )
         feed = MetricsFeed(
             connections=lambda: len(broker.connections.open),
             links=broker.connections.links,
@@ -183,8 +194,11 @@ class Server:
             schedule=housekeeping.schedule,
             stopping=lambda: housekeeping.stopping,
             top_n=self.settings.metrics_top_nodes,
+            on_tick=console.tick,
         )
         http.snapshot = lambda: feed.latest
+        http.console.view = lambda: console.latest
+        http.console.want = console.want
         http.writer = lambda: WriterFigures(writer.commit_seconds.view(), writer.batch_sizes.view())
         http.health = lambda: writer.health
         return feed
@@ -197,6 +211,10 @@ class Server:
         facts.listen = f"{host}:{port}"
         if self.http is not None:
             facts.http = "{}:{}".format(*self.http.address)
+            if self.management is not None:
+                self.http.console.act = console_actions(
+                    self.management, "127.0.0.1" if host in ("", "0.0.0.0") else host, port
+                )
 
     def _journal_done(self, result: BatchResult) -> None:
         # Writer thread: hand the result to the reactor thread.
@@ -305,12 +323,12 @@ def _connections_the_descriptors_allow(wanted: int) -> int:
     return fitting
 
 
-def serve(settings: Settings, *, migrate: bool = False) -> int:
+def serve(settings: Settings, *, migrate: bool = False, management: ManagementFactory | None = None) -> int:
     # The hot path calls proton-c directly (gateway.loop, gateway.links): should it ever crash, the log gets
     # every thread's Python stack.
     faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
-    server = Server(settings)
+    server = Server(settings, management)
     try:
         server.listen()
     except BaseException:

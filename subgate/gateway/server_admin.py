@@ -87,7 +87,7 @@ class ServerAdmin:
         operation, props = request.operation, request.properties
         if request.type == QUEUE_TYPE:
             if operation == "QUERY":
-                return Response(200, "OK", [queue_view(q) for q in self._queues() if not _own_temporary(q, owns)])
+                return Response(200, "OK", [queue_view(q) for q in self.queues() if not _own_temporary(q, owns)])
             if operation in ("READ", "PURGE"):
                 return self._one_queue(operation, props, owns)
         elif request.type == CONNECTION_TYPE:
@@ -97,10 +97,10 @@ class ServerAdmin:
             if operation == "DELETE":
                 return self._close(props.get("id"), asking)
         elif operation == "READ":
-            return Response(200, "OK", self._server_view())
+            return Response(200, "OK", self.server_view())
         return Response(501, f"unknown operation {operation!r} for type {request.type!r}")
 
-    def _queues(self) -> list[Queue]:
+    def queues(self) -> list[Queue]:
         queues = [node for node in self.sources.router.all_nodes() if isinstance(node, Queue)]
         return sorted(queues, key=lambda queue: queue.name)
 
@@ -135,7 +135,7 @@ class ServerAdmin:
         self.sources.close_connection(state, "closed by an operator")
         return Response(204, f"connection #{number} ({state.container_id!r}) closed")
 
-    def _server_view(self) -> dict[str, Any]:
+    def server_view(self) -> dict[str, Any]:
         facts, sources = self.facts, self.sources
         nodes = sources.router.all_nodes()
         states = list(sources.connections())
