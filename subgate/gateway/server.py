@@ -213,7 +213,7 @@ class Server:
             facts.http = "{}:{}".format(*self.http.address)
             if self.management is not None:
                 self.http.console.act = console_actions(
-                    self.management, "127.0.0.1" if host in ("", "0.0.0.0") else host, port
+                    self.management, {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host), port
                 )
 
     def _journal_done(self, result: BatchResult) -> None:
