@@ -21,6 +21,7 @@ import click
 from subgate.cli.connections import duration
 from subgate.cli.errors import management_errors
 from subgate.cli.journal import stats_from_map, stats_json
+from subgate.cli.management import ManagementClient, ManagementError
 from subgate.cli.options import store_sessions
 from subgate.cli.subscriptions import Target, make_target, running_server, target_options
 from subgate.cli.tables import iso_time, table_time
@@ -51,7 +52,7 @@ def read_live(target: Target, interval: float) -> dict[str, Any] | None:
             first = client.read_server()
             began = time.monotonic()
             time.sleep(interval)
-            journal = stats_from_map(client.read_journal())
+            journal = _live_journal(client)
             second = client.read_server()
             elapsed = max(time.monotonic() - began, 1e-3)
     rates = {key: round((int(second[key]) - int(first[key])) / elapsed, 1) for key in ("messages_in", "messages_out")}
@@ -60,9 +61,18 @@ def read_live(target: Target, interval: float) -> dict[str, Any] | None:
         "running": True,
         "server": second,
         "rates": rates,
-        "journal": _journal(journal),
+        "journal": journal,
         "health": "ok" if problem is None else problem,
     }
+
+
+def _live_journal(client: ManagementClient) -> dict[str, Any]:
+    """The journal's figures, or why the server could not read them (a store that refuses writes may refuse the
+    read's batch too: the status still reports the rest)."""
+    try:
+        return _journal(stats_from_map(client.read_journal()))
+    except ManagementError as exc:
+        return {"error": exc.description or f"status {exc.status}"}
 
 
 def live_json(status: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +110,8 @@ def _journal(stats: JournalStats) -> dict[str, Any]:
 
 # -- output -----------------------------------------------------------------------------------------------------
 def _journal_line(journal: dict[str, Any]) -> str:
+    if "error" in journal:
+        return f"unreadable: {journal['error']}"
     oldest = journal.get("oldest")
     since = f", oldest #{oldest['id']} at {oldest['ts']}" if oldest else ""
     return f"{journal['rows']} rows, {journal['bytes']} bytes{since}"
