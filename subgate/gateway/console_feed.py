@@ -6,7 +6,8 @@ once a second; each request marks the feed wanted (``want``: one float written b
 which builds the view from what the server holds, with the same record builders ``$management`` answers with
 (``server_admin``, ``management.subscription_view``, ``topic_admin``), into a plain JSON-able dict that nobody
 changes afterwards, and swaps it into ``latest``; the HTTP threads read that attribute and nothing else of the
-reactor's. Nobody watching: no cost but one compare a second. Lists are cut to ``LIMIT`` rows (the deepest queues,
+reactor's. Nobody watching: no cost but one compare a second; a tree of more than ``TOPICS_PER_TICK`` topics
+is walked every few seconds only. Lists are cut to ``LIMIT`` rows (the deepest queues,
 the largest backlogs, the first topics by path), and ``truncated`` says how many there were.
 
 A durable subscription's backlog and the age of its oldest unaccepted message are the store's
@@ -16,6 +17,7 @@ now.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -30,6 +32,7 @@ from subgate.gateway.topic_admin import TopicAdmin
 WANTED_FOR = 10.0  # seconds a console request keeps the view being built
 LIMIT = 500  # rows per list
 TOPIC_LIMIT = 2000
+TOPICS_PER_TICK = 10_000  # topics the tree may hold for a view every second
 
 
 class ConsoleFeed:
@@ -37,6 +40,7 @@ class ConsoleFeed:
 
     def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
         self._build = build
+        self._skip = 0  # ticks to let pass before the next build (a big tree: see ``tick``)
         self.wanted_until = 0.0
         self.latest: dict[str, Any] | None = None
 
@@ -44,8 +48,16 @@ class ConsoleFeed:
         self.wanted_until = time.monotonic() + WANTED_FOR
 
     def tick(self) -> None:
-        if time.monotonic() < self.wanted_until:
-            self.latest = self._build()
+        """Build the view when wanted: every tick up to ``TOPICS_PER_TICK`` topics, every ``ceil(topics /
+        TOPICS_PER_TICK)`` ticks beyond (the pass over the tree is most of the cost), as the metrics feed does."""
+        if time.monotonic() >= self.wanted_until:
+            return
+        if self._skip > 0:
+            self._skip -= 1
+            return
+        view = self._build()
+        self.latest = view
+        self._skip = math.ceil(view["truncated"]["topics"] / TOPICS_PER_TICK) - 1
 
 
 def console_view(
@@ -80,8 +92,10 @@ def console_view(
     }
 
 
-def _subscriptions(subscriptions: Iterable[Subscription], store: tuple[StoreFigures, float] | None) -> list[dict]:
-    stored = {}
+def _subscriptions(
+    subscriptions: Iterable[Subscription], store: tuple[StoreFigures, float] | None
+) -> list[dict[str, Any]]:
+    stored: dict[tuple[str | None, str], tuple[int, float | None]] = {}
     if store is not None:
         figures, read_at = store
         for found in figures.subscriptions:

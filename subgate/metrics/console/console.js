@@ -12,6 +12,7 @@ const state = {
   rates: { in: [], out: [] },
   commits: [],
   openPaths: new Set(),
+  unreachable: false,
 };
 
 function el(tag, text, cls) {
@@ -232,7 +233,10 @@ async function poll() {
       render(view);
       sample(view);
     }
+    if (state.unreachable) notice("");
+    state.unreachable = false;
   } catch (error) {
+    state.unreachable = true;
     notice(`the server does not answer: ${error}`, true);
   } finally {
     setTimeout(poll, POLL_MS);
