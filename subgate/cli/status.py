@@ -120,12 +120,13 @@ def _journal_line(journal: dict[str, Any]) -> str:
 def print_live(status: dict[str, Any]) -> None:
     server, rates = status["server"], status["rates"]
     health = server.get("store_health")
-    last = "" if not isinstance(health, dict) or health.get("last_ok_age") is None else health["last_ok_age"]
+    age = health.get("last_ok_age") if isinstance(health, dict) else None
+    last_write = "" if age is None else f" (last write {age:.1f} s ago)"
     lines = [
         f"subgate {server['version']} '{server['name']}': running, {status['health']}",
         f"uptime:        {duration(float(server['uptime']))} (since {table_time(server.get('started'))} UTC)",
         f"listen:        amqp {server['listen']}; http {server.get('http') or 'off'}",
-        f"store:         {server['store']}" + (f" (last write {last:.1f} s ago)" if last != "" else ""),
+        f"store:         {server['store']}{last_write}",
         f"connections:   {server['connections']} ({server['links']} links)",
         f"nodes:         {server['queues']} queues, {server['topics']} topics, {server['subscriptions']} subscriptions",
         f"messages:      in {rates['messages_in']}/s, out {rates['messages_out']}/s "
