@@ -31,7 +31,7 @@ EXIT_CODES = "Exit codes: 0 done; 1 failed (no server runs, no such connection, 
 def live_client(target: Target, action: str) -> Iterator[ManagementClient]:
     """The management client of the running server, its errors made one line (``action`` says what failed); a
     one-line error when no server runs."""
-    with running_server(target) as client:
+    with running_server(target, store_fallback=False) as client:
         if client is None:
             raise click.ClickException("no server runs for this store (connections exist only on a running server)")
         with management_errors(target, action):
