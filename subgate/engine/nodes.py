@@ -346,12 +346,27 @@ class Queue:
         self.expired_count += expired
         return expired
 
-    def purge(self) -> None:
-        """Discard everything waiting (not what is out for delivery)."""
-        for message in self.waiting.drain() + [m for _, _, m in self._scheduled]:
+    def purge(self, limit: int | None = None) -> int:
+        """Discard what waits (not what is out for delivery): scheduled messages, then available ones, at most
+        ``limit`` of them (None: all); once nothing waits in memory, the journal-only ones too (paging stops,
+        and the cursor's low-water mark is written past them at the next pass). Returns how many went."""
+        if limit is None:
+            chosen = [m for _, _, m in self._scheduled] + self.waiting.drain()
+            self._scheduled.clear()
+        else:
+            chosen = [heapq.heappop(self._scheduled)[2] for _ in range(min(limit, len(self._scheduled)))]
+            while len(chosen) < limit and (message := self.waiting.peek()) is not None:
+                self.waiting.pop(message)
+                chosen.append(message)
+        for message in chosen:
             self._discard(message)
-        self._scheduled.clear()
+        if self._scheduled or len(self.waiting):
+            return len(chosen)
+        paged = self.pages.count
+        if paged and self.cursor is not None:
+            self.cursor.acks_since_low_water += 1
         self.pages.stop()
+        return len(chosen) + paged
 
 
 class Topic:

@@ -37,6 +37,7 @@ from subgate.gateway.consumers import Closer
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
 from subgate.gateway.router import Ingest, Router
+from subgate.gateway.server_admin import ADMIN_TYPES, ServerAdmin
 from subgate.gateway.settings import Settings
 from subgate.gateway.store_reports import STORE_TYPES, StoreReports
 from subgate.gateway.subscriptions import Subscriptions
@@ -84,6 +85,7 @@ class Publishing:
         subscriptions: Subscriptions,
         topic_admin: TopicAdmin,
         store_reports: StoreReports,
+        server_admin: ServerAdmin,
     ) -> None:
         self.settings = settings
         self.router = router
@@ -93,6 +95,7 @@ class Publishing:
         self.subscriptions = subscriptions
         self.topic_admin = topic_admin
         self.store_reports = store_reports
+        self.server_admin = server_admin
         self.transacting = Transacting(router, self.route)
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
@@ -276,6 +279,8 @@ class Publishing:
             response = self.topic_admin.handle(request)
         elif request.type in publisher_admin.TYPES:
             response = publisher_admin.handle(request, self.router, self.marks)
+        elif request.type in ADMIN_TYPES:
+            response = self.server_admin.handle(request, inbound.conn, owns)
         elif request.type in STORE_TYPES:
             # Answered from the store: the reply goes out when the journal writer's answer comes back.
             response = self.store_reports.handle(request, owns, lambda answer: self._reply(request, answer))

@@ -118,6 +118,13 @@ def backlog_figures(
     return count or 0, oldest
 
 
+def backlog_ids(conn: Connection | Session, cursor_id: int, address: str, after: int, limit: int) -> list[int]:
+    """The ids of the first ``limit`` rows of a cursor's backlog above ``after`` (durable rows only: what a server
+    started now would keep), in order."""
+    conditions = _backlog_conditions(cursor_id, address, after, None, None)
+    return list(conn.scalars(select(JournalMessage.id).where(*conditions).order_by(JournalMessage.id).limit(limit)))
+
+
 def _under(prefix: str) -> ColumnElement[bool]:
     """Rows of the topics at or under the path ``prefix`` (every topic for "")."""
     topic = JournalMessage.node_kind == "topic"

@@ -352,3 +352,52 @@ def test_row_filter():
     selected = row_filter(None, lambda raw: raw.endswith(b"\x02"))
     assert selected is not None
     assert selected(stored(2)) and not selected(stored(3))
+
+
+class Cursor:
+    """Records what the queue discarded (``engine.messages.Cursor``)."""
+
+    cursor_id = 1
+
+    def __init__(self) -> None:
+        self.acks_since_low_water = 0
+        self.discarded_seqs: list[int] = []
+
+    def discarded(self, seq: int) -> None:
+        self.discarded_seqs.append(seq)
+        self.acks_since_low_water += 1
+
+    def failed(self, seq: int, failures: int) -> None:
+        pass
+
+
+def test_purge_in_steps_takes_memory_first_then_the_journal_only_part_at_once():
+    queue, journal = paged_queue(limit=4)
+    cursor = Cursor()
+    queue.cursor = cursor
+    publish(queue, journal, *range(1, 11))  # 1..4 in memory, 5..10 in the journal only
+    consumer = Consumer(credit=1)
+    queue.add_consumer(consumer)
+    queue.dispatch()  # 1 is out for delivery: a purge leaves it
+    assert queue.purge(2) == 2
+    assert cursor.discarded_seqs == [2, 3] and queue.paging and queue.depth == 8
+    assert queue.purge(2) == 1 + 6  # 4, then nothing waits in memory: 5..10 go as well
+    assert not queue.paging and queue.depth == 1 and cursor.discarded_seqs == [2, 3, 4]
+    assert queue.purge(2) == 0
+    queue.settle(consumer.got[0], ACCEPT, consumer)
+    assert queue.depth == 0 and queue.low_water() == -1  # the router writes its next sequence as the mark
+
+
+def test_purge_of_a_queue_whose_memory_is_empty_still_moves_the_low_water_mark():
+    queue, journal = paged_queue(limit=2)
+    cursor = Cursor()
+    queue.cursor = cursor
+    publish(queue, journal, 1, 2, 3, 4)
+    consumer = Consumer(credit=2)
+    queue.add_consumer(consumer)
+    queue.dispatch()
+    for message in consumer.got:
+        queue.settle(message, ACCEPT, consumer)
+    cursor.acks_since_low_water = 0  # the housekeeping wrote the mark
+    assert queue.purge(10) == 2  # 3 and 4, in the journal only
+    assert cursor.acks_since_low_water == 1 and queue.depth == 0
