@@ -376,6 +376,7 @@ class Attacher:
         router = self.router
         queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
         queue.limit_memory(router.memory_limit)
+        router.rules.govern(queue, selector.expression)
         self.housekeeping.watch_schedule(queue)
         start = router.last_seq
         readable = self.authority.readable(state)

@@ -34,6 +34,7 @@ from subgate.engine.nodes import Message, Queue, Topic
 from subgate.gateway import management, publisher_admin
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
+from subgate.gateway.dead_letters import DeadLetters
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
 from subgate.gateway.router import Ingest, Router
@@ -94,6 +95,8 @@ class Publishing:
         self.topic_admin = topic_admin
         self.store_reports = store_reports
         self.transacting = Transacting(router, self.route)
+        self.dead_letters = DeadLetters(router, self.route, housekeeping.watch_node)
+        router.rules.mover = self.dead_letters.move
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
         self.lost = 0  # store_send_noconfirm messages confirmed and then not persisted

@@ -140,6 +140,7 @@ class Subscriptions:
         name = f"{topic.name}#{sub_id}" if key is not None else f"{topic.name}#{container_id}/{label}"
         queue = Queue(name, durable=kind.durable)
         queue.limit_memory(router.memory_limit)
+        router.rules.govern(queue, topic.name)
         start = router.last_seq
         if replay is not None and replay.point.after >= start:
             replay = None  # nothing journaled lies between its start and now: live only
@@ -178,6 +179,7 @@ class Subscriptions:
         details = Details(record.topic, record.selector, record.no_local)
         queue = Queue(f"{topic.name}#{record.id}", durable=True)
         queue.limit_memory(self.router.memory_limit)
+        self.router.rules.govern(queue, topic.name)
         cursor = JournalCursor(record.cursor_id, self._journal)
         queue.cursor = cursor
         self.router.track_cursor(cursor, queue)
