@@ -31,7 +31,7 @@ from subgate.engine import codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.gateway import management, publisher_admin
+from subgate.gateway import address_admin, management, publisher_admin
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
 from subgate.gateway.dead_letters import DeadLetters
@@ -277,6 +277,8 @@ class Publishing:
         response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
+        elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
+            response = address_admin.handle(request, self.router)
         elif request.type in publisher_admin.TYPES:
             response = publisher_admin.handle(request, self.router, self.marks)
         elif request.type in STORE_TYPES:

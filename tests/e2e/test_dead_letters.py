@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from subgate.cli.management import ManagementClient, ManagementError
 from tests.support.amqp import connect, nothing_arrives, receiver
 from tests.support.cli import run_subgate
 from tests.support.jms import JmsWire
@@ -238,3 +239,27 @@ def test_rhea_modified_loop_ends_in_the_dlq(make_server, store_url):
     assert message["body"] == "poison"
     annotations = message["message_annotations"]
     assert annotations["x-opt-ORIG-QUEUE"] == queue and annotations["x-opt-subgate-reason"] == "max-delivery-attempts"
+
+
+def test_address_settings_change_through_management(make_server, store_url):
+    server = make_server(store_url)
+    queue = f"mgmt.{uuid.uuid4().hex[:8]}"
+    with JmsWire.connect(server.address) as jms:
+        session = jms.session()
+        session.producer(queue).send("m")
+        consumer = session.consumer(queue)  # an existing queue: the new settings reach it too
+        with ManagementClient("127.0.0.1", server.port) as management:
+            management.request("UPDATE", "address-settings", {"name": "mgmt.#", "settings": "max_delivery_attempts=1"})
+            read = management.request("READ", "address-settings", {"name": queue}).body
+            assert (read["max_delivery_attempts"], read["dead_letter_address"]) == (1, "DLQ")
+            listed = management.request("QUERY", "address-settings", {}).body
+            assert listed == [{"match": "mgmt.#", "settings": {"max_delivery_attempts": 1}}]
+            with pytest.raises(ManagementError) as bad:
+                management.request("UPDATE", "address-settings", {"name": "#", "settings": "max_tries=1"})
+            assert bad.value.status == 400 and "max_tries" in bad.value.description
+        consumer.receive().modify(failed=True)
+        assert session.consumer("DLQ").receive().body == "m"
+        with ManagementClient("127.0.0.1", server.port) as management:
+            management.request("DELETE", "address-settings", {"name": "mgmt.#"})
+            read = management.request("READ", "address-settings", {"name": queue}).body
+            assert read["max_delivery_attempts"] == 10
