@@ -30,6 +30,7 @@ from subgate.cli.status import status
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
+from subgate.mapping.address_settings import AddressSettingsError, parse_entries
 from subgate.mapping.branch_modes import BranchModeError, parse_journal_branches, parse_publisher_modes
 from subgate.mapping.retention import DurationError, parse_duration_ms
 
@@ -114,13 +115,13 @@ def serve(
         parse_journal_branches(settings.journal_branches)
         parse_publisher_modes(settings.publisher_modes)
         parse_duration_ms(settings.retention)
+        parse_entries(settings.address_settings, settings.wildcard_delimiter)
         if settings.http:
             split_address(settings.http)
-    except (BranchModeError, DurationError) as exc:
+    except (BranchModeError, DurationError, AddressSettingsError) as exc:
         raise ConfigError(str(exc)) from exc
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
-        raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):
             code = run_server(settings, migrate=migrate, management=ManagementClient)

@@ -31,9 +31,10 @@ from subgate.engine import codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.gateway import management, publisher_admin
+from subgate.gateway import address_admin, management, publisher_admin
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
+from subgate.gateway.dead_letters import DeadLetters
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
 from subgate.gateway.router import Ingest, Router
@@ -97,6 +98,8 @@ class Publishing:
         self.store_reports = store_reports
         self.server_admin = server_admin
         self.transacting = Transacting(router, self.route)
+        self.dead_letters = DeadLetters(router, self.route, housekeeping.watch_node)
+        router.rules.mover = self.dead_letters.move
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
         self.lost = 0  # store_send_noconfirm messages confirmed and then not persisted
@@ -277,6 +280,8 @@ class Publishing:
         response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
+        elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
+            response = address_admin.handle(request, self.router)
         elif request.type in publisher_admin.TYPES:
             response = publisher_admin.handle(request, self.router, self.marks)
         elif request.type in ADMIN_TYPES:

@@ -24,6 +24,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from subgate.engine.admission import ConnectionLimits
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
+from subgate.engine.topic_space import selector_address
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
@@ -35,7 +36,7 @@ from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
-from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.subscriptions import Subscriptions, selected
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
@@ -83,14 +84,20 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
             sub_cursor = by_id.get(record.cursor_id) if record.cursor_id is not None else None
             if not record.durable or sub_cursor is None:
                 continue
-            topic = router.node(record.topic)
-            if not isinstance(topic, Topic):
-                topic = router.restore_topic(record.topic)
             matcher = compile_selector(record.selector)
-            sub = subscriptions.restore(record, topic, matcher)
             no_local_id = record.client_id if record.no_local else None  # drops its own ClientID's messages
             accepts = row_filter(no_local_id, matcher)
-            count += sum(router.pager.recover(session, sub.queue, sub_cursor, upto, accepts))
+            selector = selector_address(record.topic)  # a durable subscription on a topic selector
+            if selector is not None:
+                sub = subscriptions.restore(record, selector, matcher)
+                accepts = selected(selector, None, accepts)
+            else:
+                topic = router.node(record.topic)
+                if not isinstance(topic, Topic):
+                    topic = router.restore_topic(record.topic)
+                sub = subscriptions.restore(record, topic, matcher)
+            prefix = selector is not None
+            count += sum(router.pager.recover(session, sub.queue, sub_cursor, upto, accepts, prefix=prefix))
     return count
 
 

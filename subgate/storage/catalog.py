@@ -102,9 +102,10 @@ def count_backlog(
     after: int,
     upto: int | None = None,
     non_durable_after: int | None = 0,
+    prefix: bool = False,
 ) -> int:
     """How many rows a cursor's backlog holds (``_backlog_conditions``), counted without reading them."""
-    conditions = _backlog_conditions(cursor_id, address, after, upto, non_durable_after)
+    conditions = _backlog_conditions(cursor_id, address, after, upto, non_durable_after, prefix)
     return conn.scalar(select(func.count()).select_from(JournalMessage).where(*conditions)) or 0
 
 
@@ -146,19 +147,24 @@ def backlog(
     *,
     after: int | None = None,
     non_durable_after: int = 0,
+    prefix: bool = False,
 ) -> Iterator[StoredMessage]:
     """The journaled messages of ``cursor.address`` above the low-water mark (or above ``after``, when higher)
     that the cursor has not acked; rows with ``durable = false`` only above ``non_durable_after`` (at start-up:
     the journal's highest id, so none of them)."""
     low = cursor.low_water if after is None else max(after, cursor.low_water)
-    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after).execution_options(yield_per=batch)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after, prefix)
+    stmt = stmt.execution_options(yield_per=batch)
     for row in session.execute(stmt):
         yield _stored(row)
 
 
-def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0) -> int:
+def backlog_count(
+    session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0, prefix: bool = False
+) -> int:
     """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
-    return count_backlog(session, cursor.id, cursor.address, max(after, cursor.low_water), upto, non_durable_after)
+    low = max(after, cursor.low_water)
+    return count_backlog(session, cursor.id, cursor.address, low, upto, non_durable_after, prefix)
 
 
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:

@@ -87,7 +87,7 @@ def drain(queue: Queue, journal: Journal, consumer: Consumer) -> None:
                 queue.settle(message, ACCEPT, consumer)
         if journal.reads:
             journal.answer()
-        elif not queue.available and not queue.paging:
+        elif not len(queue.waiting) and not queue.paging:
             return
     raise AssertionError("did not drain")
 
@@ -95,7 +95,7 @@ def drain(queue: Queue, journal: Journal, consumer: Consumer) -> None:
 def test_a_full_queue_leaves_new_journaled_messages_to_the_journal():
     queue, journal = paged_queue(limit=4)
     publish(queue, journal, *range(1, 11))
-    assert queue.available == 4
+    assert len(queue.waiting) == 4
     assert queue.depth == 10
     assert queue.paging
     assert queue.low_water() == 0  # nothing is discarded yet
@@ -158,7 +158,7 @@ def test_a_late_commit_inside_the_range_stays_in_the_journal_and_keeps_its_place
     publish(queue, journal, 1, 2, 3, 5, 6)  # paging: 3, 5 and 6 in the journal only
     journal.rows[4] = journaled(4)  # committed by a transaction after 5 and 6 were routed
     queue.push(journal.rows[4])
-    assert queue.available == 2 and queue.depth == 6
+    assert len(queue.waiting) == 2 and queue.depth == 6
     consumer = Consumer()
     queue.add_consumer(consumer)
     drain(queue, journal, consumer)
@@ -202,7 +202,7 @@ def test_non_journaled_messages_stay_in_memory_while_paging():
     queue, journal = paged_queue(limit=2)
     publish(queue, journal, 1, 2, 3)
     queue.push(Message(4, b"m4"))
-    assert queue.available == 3
+    assert len(queue.waiting) == 3
     consumer = Consumer()
     queue.add_consumer(consumer)
     drain(queue, journal, consumer)
@@ -217,7 +217,7 @@ def test_low_water_never_passes_a_paged_message():
     queue.dispatch()
     for message in consumer.got:
         queue.settle(message, ACCEPT, consumer)
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
     assert queue.low_water() == 2  # 3 and 4 are only in the journal
 
 
@@ -243,7 +243,7 @@ def test_purge_stops_paging_and_a_stale_answer_is_ignored():
     queue.purge()
     assert not queue.paging
     journal.answer()
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
 
 
 def test_a_failed_read_is_asked_again_by_the_next_dispatch():
@@ -276,7 +276,7 @@ def test_without_a_limit_nothing_pages():
     queue = Queue("q")
     for seq in range(1, 5001):
         queue.push(journaled(seq))
-    assert queue.available == 5000
+    assert len(queue.waiting) == 5000
     assert not queue.paging
 
 
@@ -310,7 +310,7 @@ def test_pager_reads_through_the_writer_and_filters_rows():
     assert read == PageRead(7, "t", 2, 5, 1)
     consumer.credit = 10
     token([stored(3, publisher="me/snd")])  # a full page of one row, filtered out (no-local)
-    assert queue.paging and queue.available == 0
+    assert queue.paging and len(queue.waiting) == 0
     (read, token) = writer.pages[1]
     assert read == PageRead(7, "t", 3, 5, 1)
     token([stored(4)])
