@@ -168,7 +168,7 @@ def queue_view(queue: Queue) -> dict[str, Any]:
         "name": queue.name,
         "durable": queue.durable,
         "depth": queue.depth,
-        "available": queue.available,
+        "available": len(queue.waiting),
         "paged": queue.pages.count,
         "consumers": len(queue.consumers),
         "messages_in": queue.messages_in,
