@@ -11,6 +11,7 @@ subscriptions whose prefix lies elsewhere. No proton, no store.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.mapping.addresses import is_temporary
@@ -49,6 +50,14 @@ def fetch_selector(address: str) -> Selector:
 Readable = Callable[[str], bool]
 
 
+class TopicWatcher(Protocol):
+    """Told of every topic that enters or leaves the tree (the fan-out feeds of ``gateway.fanout_feed``)."""
+
+    def topic_added(self, topic: Topic) -> None: ...
+
+    def topic_removed(self, topic: Topic) -> None: ...
+
+
 class SelectorSubscription:
     """A private queue fed by every topic a selector matches and ``readable`` lets through (READ_TOPIC)."""
 
@@ -78,6 +87,7 @@ class TopicSpace:
         self.tree: TopicTree[Topic] = TopicTree()
         self.index: SelectorIndex[int] = SelectorIndex()
         self.subscriptions: dict[int, SelectorSubscription] = {}
+        self.watchers: list[TopicWatcher] = []
         self._next = 0
 
     def added(self, topic: Topic) -> None:
@@ -90,12 +100,16 @@ class TopicSpace:
             if sub.takes(topic):
                 topic.subscribe(sub.queue, sub.accepts)
                 sub.topics.append(topic)
+        for watcher in self.watchers:
+            watcher.topic_added(topic)
 
     def removed(self, topic: Topic) -> None:
         """A topic node is gone: out of the tree, and no selector subscription is fed by it any more (they stay,
         and get the topic again if it is created anew)."""
         if topic.name in self.tree and self.tree.get(topic.name) is topic:
             self.tree.remove(topic.name)
+            for watcher in self.watchers:
+                watcher.topic_removed(topic)
         for sub in self.subscriptions.values():
             if topic in sub.topics:
                 sub.topics.remove(topic)

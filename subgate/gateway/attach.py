@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from proton import Link
 
+from subgate.engine.fanout import PROPAGATION_ADDRESS, REPLICATE, check_local_change
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.engine.selection import compile_selector
 from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
@@ -31,8 +32,10 @@ from subgate.gateway.consumers import (
     SelectorConsumer,
     SubscriptionConsumer,
 )
+from subgate.gateway.fanout_feed import ReplicationFeeds, open_propagation
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState, Lookup, Outbound
+from subgate.gateway.missing_topics import MissingTopics
 from subgate.gateway.peer_fields import peer_text
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Placed, Replays
@@ -47,7 +50,7 @@ from subgate.gateway.termini import (
     read_terminus,
     refuse_attach,
 )
-from subgate.gateway.topic_control import CONTROL_PREFIX, FETCH, SUBSCRIBE, TopicControl, handler_path, removal_branch
+from subgate.gateway.topic_control import CONTROL_PREFIX, TopicControl, handler_path, removal_branch
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
@@ -119,7 +122,11 @@ class Attacher:
         housekeeping: Housekeeping,
         closer: Closer,
         replays: Replays,
+        feeds: ReplicationFeeds,
+        missing_topics: MissingTopics,
     ) -> None:
+        self.feeds = feeds
+        self.missing_topics = missing_topics
         self.settings = settings
         self.replays = replays
         self.router = router
@@ -166,6 +173,9 @@ class Attacher:
             self.pipeline.start_coordinator(coordinator)
             return
         address = target.address or ""
+        if address == PROPAGATION_ADDRESS:  # a secondary's propagated missing-topic notifications (docs/fanout.md)
+            open_propagation(link, state, self.missing_topics)
+            return
         if address.startswith(CONTROL_PREFIX):
             self._open_removal(link, state, address)
             return
@@ -193,6 +203,8 @@ class Attacher:
             self.authority.check(state, Permission.SELECT_TOPIC, address)
         self.authority.check_node(state, permission, decision)
         node = self.router.node_for(decision)
+        if permission is Permission.UPDATE_TOPIC:
+            check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
         return node
 
@@ -220,6 +232,11 @@ class Attacher:
         address = source.address or ""
         if address.startswith(CONTROL_PREFIX):
             self._open_handler(link, state, address)
+            return
+        if REPLICATE in source.capabilities:  # a secondary's fan-out link (gateway.fanout_feed)
+            replicated = fetch_selector(address)
+            self.authority.check(state, Permission.SELECT_TOPIC, replicated.prefix)
+            self.feeds.open(link, state, replicated, self.authority.readable(state))
             return
         filters = read_filters(source.filters)
         check_selector(filters.selector)
@@ -439,32 +456,30 @@ class Attacher:
     def _hold_if_missing(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector | None, fetch: bool
     ) -> bool:
-        """A subscribe or fetch that selects no topic: notify the missing-topic handlers and hold the attach
-        until they answer (design §3). Returns False when the attach goes ahead now."""
+        """A subscribe or fetch that selects no topic here, or that a primary should hear of: hold the attach
+        until the handlers answer (``gateway.missing_topics``). Returns False when the attach goes ahead now."""
         address = source.address or ""
         if selector is None:  # a plain topic path
-            if address.startswith("$") or self.router.node(address) is not None or not is_valid_path(address):
+            if address.startswith("$") or not is_valid_path(address):
                 return False  # "$..." names server nodes (temporary, management, control), never topic paths
             if (kind_from_capabilities(source.capabilities) or self.settings.default_node_type) != TOPIC:
                 return False
+            existing = self.router.node(address)
+            if isinstance(existing, Queue):
+                return False
+            missing = existing is None
             selector = fetch_selector(">" + address)
-        elif self.router.topics.selects_any(selector):
-            return False
-        self.authority.check(state, Permission.SELECT_TOPIC, selector.prefix)
-        request = FETCH if fetch else SUBSCRIBE
-        chosen = selector
-        held = self.control.hold(
+        else:
+            missing = not self.router.topics.selects_any(selector)
+        return self.missing_topics.hold_attach(
             link,
             state,
             selector,
-            request,
+            missing,
+            fetch,
             resume=lambda: self._resume_held(link, state),
-            cancel=lambda path: self._cancel_held(link, state, chosen, request, path),
+            release=lambda: self._release_held(link, state),
         )
-        if held is None:
-            return False
-        state.adopt(held)
-        return True
 
     def _release_held(self, link: Link, state: ConnectionState) -> None:
         held: LinkState | None = getattr(link, "_sg", None)
@@ -477,9 +492,3 @@ class Attacher:
         self._release_held(link, state)
         if not state.closed:
             self.attach(link, state, consult_handlers=False)
-
-    def _cancel_held(self, link: Link, state: ConnectionState, selector: Selector, request: str, path: str) -> None:
-        self._release_held(link, state)
-        description = f"no topic matches {selector.expression!r}: the missing-topic handler on {path!r} cancelled"
-        log.info("refused %s %r from %s: %s", request, link.name, state.container_id, description)
-        refuse_attach(link, NOT_FOUND, description)

@@ -30,10 +30,13 @@ from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.attach import Attacher
 from subgate.gateway.authority import Authority
 from subgate.gateway.completions import Completions
+from subgate.gateway.fanout_feed import ReplicationFeeds
+from subgate.gateway.fanout_mirror import Client, FanoutMirror, Mailbox
 from subgate.gateway.guard import guarded
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
+from subgate.gateway.missing_topics import MissingTopics
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
 from subgate.gateway.router import Router
@@ -89,7 +92,17 @@ class Broker:
             self.authority,
             journal.submit_barrier,
         )
-        topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
+        self.fanout = FanoutMirror(
+            settings.fanout,
+            router,
+            self.control,
+            lambda topic, raw, publisher_id: self.pipeline.inject(topic, raw, publisher_id),
+            self.lifecycle.remove_topics,
+            self.housekeeping.schedule,
+        )
+        topic_admin = TopicAdmin(
+            router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy, self.fanout.status
+        )
         store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.pipeline = Publishing(
             settings,
@@ -111,6 +124,8 @@ class Broker:
             self.housekeeping,
             self.lifecycle,
             Replays(journal, lambda: router.last_seq),
+            ReplicationFeeds(router.topics),
+            MissingTopics(router, self.authority, self.control, self.fanout),
         )
         self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread
 
@@ -119,6 +134,10 @@ class Broker:
         """The permissions in force, and how to read them again from the store (``gateway.policy``)."""
         self.authority.use(policy)
         self.housekeeping.on_policy_refresh = refresh
+
+    def start_fanout(self, client: Client, mailbox: Mailbox) -> None:
+        """The secondary's client thread (``gateway.fanout_client``) and the mailbox its events come through."""
+        self.fanout.connect(client, mailbox)
 
     def restore_removals(self, records: list[RemovalRecord], next_row: int) -> None:
         """Remove-with-session registrations stored by an earlier run (``TopicControl.restore``)."""
@@ -148,6 +167,11 @@ class Broker:
     def on_policy_loaded(self, event: Event) -> None:
         """A policy freshly read from the store (gateway.policy): it decides every attach from now on."""
         self.authority.use(event.subject)
+
+    @guarded
+    def on_fanout_events(self, event: Event) -> None:
+        """Replication messages, link states and answers from the fan-out client thread."""
+        self.fanout.drain()
 
     @guarded
     def on_journal_committed(self, event: Event) -> None:

@@ -26,6 +26,8 @@ from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
+from subgate.gateway.fanout_client import FanoutClient
+from subgate.gateway.fanout_mirror import Mailbox
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.metrics_feed import MetricsFeed
@@ -156,6 +158,11 @@ class Server:
         self.container.global_handler = self.io  # type: ignore[assignment]
         self.container.selectable(self.injector)
         self.broker.when_stopped(self._stopped)
+        self.fanout: FanoutClient | None = None
+        if settings.fanout:  # a secondary: its client side runs in a thread of its own (docs/fanout.md)
+            mailbox = Mailbox(self.injector)
+            self.fanout = FanoutClient(settings.name, settings.fanout, mailbox.put)
+            self.broker.start_fanout(self.fanout, mailbox)
         self.metrics: MetricsFeed | None = None
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)
@@ -220,6 +227,8 @@ class Server:
         self.writer.start()
         self.ownership.start()
         self.broker.start_housekeeping()
+        if self.fanout is not None:
+            self.fanout.start()
         if self.metrics is not None:
             self.metrics.start()
         host, port = self.address  # type: ignore[misc]
@@ -235,6 +244,8 @@ class Server:
         try:
             EventLoop(self.container, self.broker, self.io).run()
         finally:
+            if self.fanout is not None:
+                self.fanout.stop()
             self.writer.close()
             self.auth.close()
             self.policy_loader.close()
