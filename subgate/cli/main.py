@@ -10,6 +10,7 @@ import click
 
 from subgate.cli.bookmarks import bookmarks
 from subgate.cli.client_commands import publish, subscribe
+from subgate.cli.fanout import fanout
 from subgate.cli.journal import journal
 from subgate.cli.logs import FORMATS, configure_logging
 from subgate.cli.options import (
@@ -42,6 +43,7 @@ main.add_command(unsubscribe)
 main.add_command(roles)
 main.add_command(grants)
 main.add_command(topics)
+main.add_command(fanout)
 main.add_command(bookmarks)
 main.add_command(journal)
 main.add_command(publish)

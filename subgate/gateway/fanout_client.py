@@ -168,7 +168,8 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
             return
         message: Message = event.message
         props: dict[str, object] = message.properties or {}
-        value = message.body if isinstance(message.body, bytes | memoryview) else None
+        body = message.body  # a memoryview into proton's buffer, reused by the next message: copied here
+        value = bytes(body) if isinstance(body, bytes | memoryview) else None
         item = ("message", link.index, link.generation, props.get(OP), props.get(PATH), value, props.get(TIMESTAMP))
         self.deliver(item)
 
