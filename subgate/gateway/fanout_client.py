@@ -223,10 +223,20 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         if link is not None and condition is not None:
             link.error = f"{condition.name}: {condition.description}"
 
+    def on_connection_remote_close(self, event: Any) -> None:
+        """The primary closed the connection (it stops, say): close ours, so that the transport closes."""
+        link = self._link_of(event)
+        condition = event.connection.remote_condition
+        if link is not None and condition is not None:
+            link.error = f"{condition.name}: {condition.description}"
+        if not event.connection.state & event.connection.LOCAL_CLOSED:
+            event.connection.close()
+
     def on_transport_closed(self, event: Any) -> None:
         link = self._link_of(event)
         if link is None or link.conn is None:
             return
+        was_open = link.receiver is not None
         link.conn = link.receiver = link.sender = None
         self.deliver(("state", link.index, link.generation, LOST, link.error or "connection lost"))
         for ask_id in list(link.asked.values()) + [ask_id for ask_id, _ in link.waiting]:
@@ -234,8 +244,9 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         link.asked.clear()
         link.waiting.clear()
         if not self._stopping:
-            log.warning("fan-out: link to %s lost (%s); retrying in %.1f s", link.config.url, link.error,
-                        link.config.retry_interval)  # fmt: skip
+            level = logging.WARNING if was_open else logging.DEBUG  # a warning once, not at every retry
+            log.log(level, "fan-out: link to %s lost (%s); retrying in %.1f s", link.config.url, link.error,
+                    link.config.retry_interval)  # fmt: skip
             self.container.schedule(link.config.retry_interval, _Timer(lambda: self._connect(link)))  # type: ignore[arg-type]
 
     def on_fanout_mail(self, _event: Any) -> None:

@@ -1,0 +1,170 @@
+"""Fan-out replication between real server processes on loopback (docs/fanout.md).
+
+A secondary started with ``--fanout URL=SELECTOR`` (or a ``[[fanout]]`` table) replicates the topics the
+selector matches at the primary: a snapshot with current values, then adds, updates and removes. Replicas are
+seen by local subscribers, fetches and selector subscriptions and refuse local changes (``amqp:not-allowed``);
+removals at the primary (remove-with-session included) reach the secondary; a lost link keeps its replicas for
+its reconnection timeout; a restarted primary's snapshot reconciles; ``subgate fanout status`` reports it all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from proton.utils import LinkDetached
+
+from subgate.cli.management import ManagementClient, ManagementError
+from tests.e2e.test_topic_selectors import fetched
+from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
+from tests.support.control import ControlClient
+from tests.support.fanout import create, fanout_flags, paths, status, wait_live
+from tests.support.polling import eventually
+from tests.support.rhea import messages_of, run_rhea
+from tests.support.server import subgate_command
+
+
+def publish(server, path: str, *bodies: str) -> None:
+    conn = connect(server.url)
+    send_all(sender(conn, path, "topic"), list(bodies))
+    conn.close()
+
+
+@pytest.fixture
+def pair(make_server):
+    primary = make_server(None, "--name", "primary-1")
+    create(primary, "A", "A/B", "A/C", "other/x")
+    publish(primary, "A/B", "b0")
+    secondary = make_server(None, *fanout_flags(f"{primary.url}=A//", name="secondary-1"))
+    wait_live(secondary, 3)
+    return primary, secondary
+
+
+def test_snapshot_then_updates_reach_subscribers_fetches_and_selectors_at_the_secondary(pair):
+    primary, secondary = pair
+    assert paths(secondary) == ["A", "A/B", "A/C"]  # other/x is outside the selector
+    conn = connect(secondary.url)
+    assert fetched(conn, "A/B") == ["b0"]  # the current value came with the snapshot
+    plain = receiver(conn, "A/C", "topic")
+    selector = receiver(conn, "?A/.*", "topic")
+    publish(primary, "A/C", "c1", "c2")
+    assert receive_bodies(plain, 2) == ["c1", "c2"]
+    assert receive_bodies(selector, 2) == ["c1", "c2"]
+    create(primary, "A/E")  # added at the primary: replicated, and the selector subscription takes it
+    eventually(lambda: "A/E" in paths(secondary), what="A/E replicated")
+    publish(primary, "A/E", "e1")
+    assert receive_bodies(selector, 1) == ["e1"]
+    conn.close()
+    (link,) = status(secondary)
+    assert link["messages_received"] >= 7 and link["reconnects"] == 0 and link["lag_max_ms"] is not None
+
+
+def test_a_replicated_topic_refuses_local_publishing_creation_and_removal(pair):
+    _primary, secondary = pair
+    conn = connect(secondary.url)
+    with pytest.raises(LinkDetached, match="amqp:not-allowed"):
+        sender(conn, "A/B", "topic")
+    conn.close()
+    with ManagementClient("127.0.0.1", secondary.port) as client:
+        with pytest.raises(ManagementError, match="not-allowed"):
+            client.remove_topics("A/B")
+        with pytest.raises(ManagementError, match="not-allowed"):
+            client.create_topic("A/C")
+    assert paths(secondary) == ["A", "A/B", "A/C"]
+
+
+def test_removals_at_the_primary_reach_the_secondary_remove_with_session_included(pair):
+    primary, secondary = pair
+    with ManagementClient("127.0.0.1", primary.port) as client:
+        client.remove_topics("A/C")
+    eventually(lambda: paths(secondary) == ["A", "A/B"], what="A/C removed at the secondary")
+    control = ControlClient(primary.url, "session-owner")
+    assert control.register_removal("A").refusal is None
+    control.close()  # the session closes: the primary removes the branch A, and so does every secondary
+    eventually(lambda: paths(secondary) == [], what="the branch removed at the secondary")
+    assert paths(primary) == ["other/x"]
+
+
+def test_a_lost_link_keeps_its_replicas_until_its_reconnect_timeout(make_server, tmp_path):
+    primary = make_server(None, "--name", "primary-1")
+    create(primary, "A", "A/B")
+    config = tmp_path / "secondary.toml"
+    config.write_text(
+        '[subgate]\nname = "secondary-1"\n\n[[fanout]]\n'
+        f'url = "{primary.url}"\nselector = "A//"\nretry_interval = 0.2\nreconnect_timeout = 3\nmax_in_flight = 10\n'
+    )
+    secondary = make_server(None, "--config", str(config))
+    wait_live(secondary, 2)
+    primary.kill()
+    eventually(lambda: status(secondary)[0]["state"] == "lost", what="the link lost")
+    assert paths(secondary) == ["A", "A/B"]  # kept while the primary may come back
+    eventually(lambda: paths(secondary) == [], timeout=20, what="replicas removed after the timeout")
+    primary.start()  # the same store and port: the snapshot brings them back
+    wait_live(secondary, 2)
+    assert paths(secondary) == ["A", "A/B"] and status(secondary)[0]["reconnects"] == 1
+
+
+def test_a_restarted_primary_snapshot_reconciles_adds_updates_and_removes(pair):
+    primary, secondary = pair
+    conn = connect(secondary.url)
+    watcher = receiver(conn, "A/B", "topic")
+    primary.stop()
+    eventually(lambda: status(secondary)[0]["state"] == "lost", what="the link lost")
+    offline = ["--server", primary.address, "--store", primary.store_url]
+    for args in (["topics", "remove", "A/C"], ["topics", "add", "A/F"]):  # changed while the primary is down
+        subprocess.run([*subgate_command(), *args, *offline], check=True, capture_output=True, timeout=60)
+    primary.start()
+    wait_live(secondary, 3)
+    assert paths(secondary) == ["A", "A/B", "A/F"]
+    publish(primary, "A/B", "after the restart")
+    assert receive_bodies(watcher, 1) == ["after the restart"]  # the local subscriber kept its replica
+    conn.close()
+
+
+def test_fanout_status_cli_table_and_json(pair):
+    _primary, secondary = pair
+    command = [*subgate_command(), "fanout", "status", "--server", secondary.address]
+    table = subprocess.run(command, check=True, capture_output=True, text=True, timeout=60).stdout
+    assert "live" in table and "A//" in table
+    (link,) = json.loads(subprocess.run([*command, "--json"], check=True, capture_output=True, text=True).stdout)
+    assert link["state"] == "live" and link["replicated_topics"] == 3 and link["selector"] == "A//"
+    assert set(link) >= {"primary", "messages_received", "lag_p50_ms", "lag_max_ms", "reconnects", "last_error"}
+
+
+def test_rhea_as_the_control_client_at_the_primary(make_server):
+    """Seed 000's flow with rhea (Node.js) as the primary's missing-topic handler: it proceeds."""
+    primary = make_server(None, "--name", "primary-1")
+    create(primary, "A", "A/B", "A/C")
+    secondary = make_server(None, *fanout_flags(f"{primary.url}=A//", name="secondary-1"))
+    wait_live(secondary, 3)
+    import threading
+
+    result: dict = {}
+    thread = threading.Thread(
+        target=lambda: result.update(
+            lines=run_rhea(
+                "receive",
+                "--url",
+                primary.url,
+                "--address",
+                "$subgate/missing-topic/A",
+                "--outcome",
+                "accept",
+                timeout=40,
+                check=False,
+            )  # fmt: skip
+        ),
+        daemon=True,
+    )
+    thread.start()
+    from tests.support.control import handler_counts
+
+    eventually(lambda: handler_counts(primary).get("A") == 1, what="rhea's handler registered")
+    with ControlClient(secondary.url, "end-user") as subscriber:
+        assert subscriber.await_attach(subscriber.attach("A/D"), timeout=20) is None
+    thread.join(30)
+    (notification,) = messages_of(result["lines"])
+    assert notification["application_properties"] == {
+        "selector": ">A/D", "session": "end-user", "request": "subscribe", "server": "secondary-1", "path": "A"
+    }  # fmt: skip
