@@ -31,7 +31,7 @@ from subgate.gateway.attach import Attacher
 from subgate.gateway.authority import Authority
 from subgate.gateway.completions import Completions
 from subgate.gateway.fanout_feed import ReplicationFeeds
-from subgate.gateway.fanout_mirror import Client, FanoutMirror, Mailbox
+from subgate.gateway.fanout_mirror import FanoutMirror
 from subgate.gateway.guard import guarded
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
@@ -92,14 +92,7 @@ class Broker:
             self.authority,
             journal.submit_barrier,
         )
-        self.fanout = FanoutMirror(
-            settings.fanout,
-            router,
-            self.control,
-            lambda topic, raw, publisher_id: self.pipeline.inject(topic, raw, publisher_id),
-            self.lifecycle.remove_topics,
-            self.housekeeping.schedule,
-        )
+        self.fanout = _mirror(settings, router, self)
         topic_admin = TopicAdmin(
             router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy, self.fanout.status
         )
@@ -134,10 +127,6 @@ class Broker:
         """The permissions in force, and how to read them again from the store (``gateway.policy``)."""
         self.authority.use(policy)
         self.housekeeping.on_policy_refresh = refresh
-
-    def start_fanout(self, client: Client, mailbox: Mailbox) -> None:
-        """The secondary's client thread (``gateway.fanout_client``) and the mailbox its events come through."""
-        self.fanout.connect(client, mailbox)
 
     def restore_removals(self, records: list[RemovalRecord], next_row: int) -> None:
         """Remove-with-session registrations stored by an earlier run (``TopicControl.restore``)."""
@@ -266,3 +255,16 @@ class Broker:
                 link_state.queue.settle(message, _ACCEPTED, link_state)  # type: ignore[attr-defined]
             return
         link_state.on_delivery(Delivery.wrap(impl))
+
+
+def _mirror(settings: Settings, router: Router, broker: Broker) -> FanoutMirror:
+    """The secondary's replicas (``gateway.fanout_mirror``): applied through the broker's pipeline and
+    lifecycle; the client thread joins it at start (``FanoutMirror.connect``)."""
+    return FanoutMirror(
+        settings.fanout,
+        router,
+        broker.control,
+        lambda topic, raw, publisher_id: broker.pipeline.inject(topic, raw, publisher_id),
+        broker.lifecycle.remove_topics,
+        broker.housekeeping.schedule,
+    )

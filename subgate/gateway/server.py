@@ -162,7 +162,7 @@ class Server:
         if settings.fanout:  # a secondary: its client side runs in a thread of its own (docs/fanout.md)
             mailbox = Mailbox(self.injector)
             self.fanout = FanoutClient(settings.name, settings.fanout, mailbox.put)
-            self.broker.start_fanout(self.fanout, mailbox)
+            self.broker.fanout.connect(self.fanout, mailbox)
         self.metrics: MetricsFeed | None = None
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)

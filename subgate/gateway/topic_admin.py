@@ -28,6 +28,7 @@ from subgate.gateway.management import Request, Response
 from subgate.gateway.router import Router
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
+from subgate.mapping.errors import NOT_ALLOWED
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -104,7 +105,7 @@ class TopicAdmin:
         existing = self.router.node(name)
         if existing is not None:
             if isinstance(existing, Topic) and existing.replica_of is not None:
-                return Response(405, f"amqp:not-allowed: topic {name!r} is replicated from {existing.replica_of}")
+                return Response(405, f"{NOT_ALLOWED}: topic {name!r} is replicated from {existing.replica_of}")
             if isinstance(existing, Topic):
                 return Response(200, f"topic {name!r} exists")
             return Response(409, f"{name!r} is a {existing.kind}, not a topic")
@@ -123,7 +124,7 @@ class TopicAdmin:
             return Response(404, f"no topic matches {selector!r} (temporary topics cannot be removed here)")
         replicas = [topic.name for topic in topics if topic.replica_of is not None]
         if replicas:
-            return Response(405, f"amqp:not-allowed: replicated from a primary, removed only there: {replicas[:10]}")
+            return Response(405, f"{NOT_ALLOWED}: replicated from a primary, removed only there: {replicas[:10]}")
         removed = self.remove_topics(topics)
         return Response(200, f"removed {len(removed)} topic(s)", removed)
 
