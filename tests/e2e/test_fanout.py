@@ -10,7 +10,9 @@ its reconnection timeout; a restarted primary's snapshot reconciles; ``subgate f
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+import threading
 
 import pytest
 from proton.utils import LinkDetached
@@ -18,8 +20,9 @@ from proton.utils import LinkDetached
 from subgate.cli.management import ManagementClient, ManagementError
 from tests.e2e.test_topic_selectors import fetched
 from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
-from tests.support.control import ControlClient
+from tests.support.control import ControlClient, handler_counts
 from tests.support.fanout import create, fanout_flags, paths, status, wait_live
+from tests.support.jms import DURABLE, JmsWire
 from tests.support.polling import eventually
 from tests.support.rhea import messages_of, run_rhea
 from tests.support.server import subgate_command
@@ -138,8 +141,6 @@ def test_rhea_as_the_control_client_at_the_primary(make_server):
     create(primary, "A", "A/B", "A/C")
     secondary = make_server(None, *fanout_flags(f"{primary.url}=A//", name="secondary-1"))
     wait_live(secondary, 3)
-    import threading
-
     result: dict = {}
     thread = threading.Thread(
         target=lambda: result.update(
@@ -158,8 +159,6 @@ def test_rhea_as_the_control_client_at_the_primary(make_server):
         daemon=True,
     )
     thread.start()
-    from tests.support.control import handler_counts
-
     eventually(lambda: handler_counts(primary).get("A") == 1, what="rhea's handler registered")
     with ControlClient(secondary.url, "end-user") as subscriber:
         assert subscriber.await_attach(subscriber.attach("A/D"), timeout=20) is None
@@ -168,3 +167,24 @@ def test_rhea_as_the_control_client_at_the_primary(make_server):
     assert notification["application_properties"] == {
         "selector": ">A/D", "session": "end-user", "request": "subscribe", "server": "secondary-1", "path": "A"
     }  # fmt: skip
+
+
+def test_a_durable_subscription_at_the_secondary_journals_what_replication_brings(pair):
+    primary, secondary = pair
+    with JmsWire.connect(secondary.address, client_id="app") as jms:
+        session = jms.session()
+        sub = session.consumer("A/C", DURABLE, name="s")
+        sub.detach()  # away: what arrives now waits in the subscription, journaled at the secondary
+        conn = connect(primary.url)
+        send_all(sender(conn, "A/C", "topic"), ["j1", "j2"], durable=True)
+        conn.close()
+        eventually(lambda: _journaled(secondary, "A/C") == 2, what="two journal rows at the secondary")
+        again = session.consumer("A/C", DURABLE, name="s")
+        assert [again.receive(timeout=15).accept().body for _ in range(2)] == ["j1", "j2"]
+        again.detach()
+
+
+def _journaled(server, address: str) -> int:
+    path = server.store_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        return int(db.execute("select count(*) from messages where address = ?", (address,)).fetchone()[0])

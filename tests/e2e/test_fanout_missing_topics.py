@@ -61,14 +61,10 @@ def test_seed_000_example_flow(seed):
     notification.accept()  # ... and proceeds
     control.wait(0.1)
     assert subscriber.await_attach(subscription, timeout=15) is None
-    eventually(lambda: "A/D" in _replicated(secondary), what="A/D replicated")
+    eventually(lambda: "A/D" in paths(secondary), what="A/D replicated")
     publish(primary, "A/D", "d1", "d2")
     assert bodies(subscription, 2) == ["d1", "d2"]  # published at the primary, received at the secondary
     subscriber.close()
-
-
-def _replicated(server) -> list[str]:
-    return paths(server)
 
 
 def test_a_cancel_at_the_primary_refuses_the_subscription_at_the_secondary(seed):
