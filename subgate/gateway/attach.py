@@ -465,7 +465,7 @@ class Attacher:
             if (kind_from_capabilities(source.capabilities) or self.settings.default_node_type) != TOPIC:
                 return False
             existing = self.router.node(address)
-            if isinstance(existing, Queue):
+            if isinstance(existing, Queue) or (existing is not None and not self.missing_topics.has_primaries):
                 return False
             missing = existing is None
             selector = fetch_selector(">" + address)

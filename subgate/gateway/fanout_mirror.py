@@ -130,6 +130,10 @@ class FanoutMirror:
         self.mailbox: Mailbox | None = None
         self._ask_ids = itertools.count(1)
 
+    @property
+    def configured(self) -> bool:
+        return bool(self.links)
+
     def connect(self, client: Client, mailbox: Mailbox) -> None:
         self.client = client
         self.mailbox = mailbox
@@ -249,8 +253,11 @@ class FanoutMirror:
     def upstream(self, selector: Selector) -> tuple[MirrorLink, ...]:
         """The links a notification for ``selector`` goes to (seed 000's conditions 1 to 3)."""
         chosen = []
+        selected: list[str] | None = None
         for link in self.links:
-            if not propagates(link.selector, selector, link.replicas):
+            if selected is None:  # the topics here the request selects (walked from its prefix, once)
+                selected = [topic.name for topic in self.router.topics.select(selector)]
+            if not propagates(link.selector, selector, [path for path in selected if path in link.replicas]):
                 continue
             if not link.connected or self.client is None:
                 log.warning("fan-out: no session to %s: the missing-topic notification for %r is not propagated",

@@ -43,6 +43,9 @@ log = logging.getLogger("subgate.missing_topics")
 class Primaries(Protocol):
     """The fan-out links of this server as the notification flow sees them (``gateway.fanout_mirror``)."""
 
+    @property
+    def configured(self) -> bool: ...
+
     def upstream(self, selector: Selector) -> tuple[Upstream, ...]: ...
 
 
@@ -54,6 +57,11 @@ class MissingTopics:
         self.authority = authority
         self.control = control
         self.primaries = primaries
+
+    @property
+    def has_primaries(self) -> bool:
+        """Whether this server has fan-out links at all (without them only local handlers are ever asked)."""
+        return self.primaries.configured
 
     # -- a subscribe or fetch on this server -----------------------------------------------------------------
     def hold_attach(

@@ -15,7 +15,8 @@ import subprocess
 import threading
 
 import pytest
-from proton.utils import LinkDetached
+from proton import Message
+from proton.utils import LinkDetached, SendException
 
 from subgate.cli.management import ManagementClient, ManagementError
 from tests.e2e.test_topic_selectors import fetched
@@ -68,6 +69,9 @@ def test_a_replicated_topic_refuses_local_publishing_creation_and_removal(pair):
     conn = connect(secondary.url)
     with pytest.raises(LinkDetached, match="amqp:not-allowed"):
         sender(conn, "A/B", "topic")
+    relay = sender(conn, None)
+    with pytest.raises(SendException):  # the anonymous relay too: rejected with amqp:not-allowed
+        relay.send(Message(address="A/B", body="local"))
     conn.close()
     with ManagementClient("127.0.0.1", secondary.port) as client:
         with pytest.raises(ManagementError, match="not-allowed"):
