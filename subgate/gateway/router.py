@@ -32,7 +32,7 @@ from subgate.mapping.branch_modes import (
 )
 from subgate.mapping.names import check_new_name
 from subgate.mapping.wildcards import refuse_as_node
-from subgate.topics import path_problem
+from subgate.topics import Selector, path_problem
 
 log = logging.getLogger("subgate.router")
 
@@ -94,6 +94,9 @@ class Router:
         self._next_node_id = catalog.max_node_id
         self._next_cursor_id = catalog.max_cursor_id
         self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
+        # On a secondary, the selectors of its fan-out links: an address one of them matches is a topic unless
+        # the attach says otherwise (docs/fanout.md, "Replicas on the secondary").
+        self.replicated_selectors: list[Selector] = []
         self.topics = TopicSpace()  # cursor id -> the queue it records
         # Rows of earlier runs with durable = false are non-persistent messages: they do not survive a restart
         # (unless --journal-non-persistent, which journals them to keep them).
@@ -180,12 +183,19 @@ class Router:
             address,
             requested_kind,
             existing.kind if existing is not None else None,
-            default_kind=self.settings.default_node_type,
+            default_kind=self.default_kind(address),
             auto_create=self.settings.auto_create,
         )
         if decision.create:
             check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
         return decision
+
+    def default_kind(self, address: str) -> str:
+        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates,
+        else ``--default-node-type``."""
+        if self.replicated_selectors and any(s.matches(address) for s in self.replicated_selectors):
+            return TOPIC
+        return self.settings.default_node_type
 
     def node_for(self, decision: NodeDecision) -> Node:
         node = self.nodes.get(decision.address)

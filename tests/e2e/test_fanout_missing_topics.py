@@ -50,10 +50,12 @@ def seed(make_server):
     control.close()
 
 
-def test_seed_000_example_flow(seed):
+@pytest.mark.parametrize("capabilities", [("topic",), ()], ids=["jms-topic", "plain-amqp"])
+def test_seed_000_example_flow(seed, capabilities):
+    """Also from a plain AMQP receiver with no capabilities: inside a replicated branch an address is a topic."""
     primary, secondary, control, handler = seed
     subscriber = ControlClient(secondary.url, "end-user")
-    subscription = subscriber.attach("A/D")  # step 4: A/D does not exist
+    subscription = subscriber.attach("A/D", capabilities)  # step 4: A/D does not exist
     notification = handler.receive(timeout=15)  # steps 5 and 6: propagated, then the handler on A notified
     assert notification.properties == {**SEED_PROPERTIES, "path": "A"}
     assert not subscriber.answered(subscription)  # held until the primary's handler answers
