@@ -197,6 +197,8 @@ class Server:
         self.injector.trigger(ApplicationEvent("journal_committed", subject=result))
 
     def _stopped(self) -> None:
+        if self.fanout is not None:
+            self.fanout.stop()  # before the injector it delivers through is closed
         self.injector.close()
         self.container.stop()
 
