@@ -99,7 +99,7 @@ def test_a_lost_link_keeps_its_replicas_until_its_reconnect_timeout(make_server,
     config = tmp_path / "secondary.toml"
     config.write_text(
         '[subgate]\nname = "secondary-1"\n\n[[fanout]]\n'
-        f'url = "{primary.url}"\nselector = "A//"\nretry_interval = 0.2\nreconnect_timeout = 3\nmax_in_flight = 10\n'
+        f'url = "{primary.url}"\nselector = "A//"\nretry_interval = 0.2\nreconnect_timeout = 5\nmax_in_flight = 10\n'
     )
     secondary = make_server(None, "--config", str(config))
     wait_live(secondary, 2)

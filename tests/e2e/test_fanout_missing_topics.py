@@ -230,3 +230,25 @@ def test_the_fan_out_principal_without_select_topic_is_refused_and_the_secondary
         _not_notified(handler, secondary, "A/D")
     eventually(lambda: "refused the propagated subscribe '>A/D'" in primary.log(), what="the primary's warning")
     assert "refused the missing-topic notification for '>A/D'" in secondary.log()
+
+
+def test_several_primaries_are_all_asked_and_any_cancel_refuses(make_server):
+    first = make_server(None, "--name", "primary-1")
+    second = make_server(None, "--name", "primary-2")
+    create(first, "A", "A/B")
+    create(second, "A/X/1")
+    with ControlClient(first.url, "control-1") as control_1, ControlClient(second.url, "control-2") as control_2:
+        handler_1, handler_2 = control_1.register_handler("A"), control_2.register_handler("A/X")
+        links = (f"{first.url}=A//", f"{second.url}=A/X//")
+        secondary = make_server(None, *fanout_flags(*links, name="secondary-1"))
+        wait_live(secondary, 2, 1)
+        for answer_2, refused in (("reject", True), ("accept", False)):
+            with ControlClient(secondary.url, "end-user") as subscriber:
+                subscription = subscriber.attach("A/X/2")  # intersects both links; neither replicates it
+                handler_1.receive(timeout=15).accept()
+                control_1.wait(0.1)
+                assert not subscriber.answered(subscription)  # the second primary has not answered
+                getattr(handler_2.receive(timeout=15), answer_2)()
+                control_2.wait(0.1)
+                refusal = subscriber.await_attach(subscription, timeout=15)
+                assert (refusal is not None and refusal.condition == "amqp:not-found") is refused
