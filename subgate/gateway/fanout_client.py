@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition, Message
+from proton import Condition, Message, Terminus
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector, LinkOption
 
@@ -78,6 +78,7 @@ class _Link:
         self.waiting: list[tuple[int, dict[str, str]]] = []  # asks waiting for the sender's credit
         self.asked: dict[Any, int] = {}  # delivery tag -> ask id
         self.error: str | None = None
+        self.opened = False  # the replicate link of the current connection was answered
 
 
 class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler is untyped
@@ -158,9 +159,19 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         )
         link.receiver.flow(config.max_in_flight)
         link.sender = self.container.create_sender(event.connection, target=PROPAGATION_ADDRESS, name=name + "-mt")
+
+    def on_link_opened(self, event: Any) -> None:
+        """The primary answered the ``replicate`` attach: the snapshot follows (a refused attach answers with no
+        source, then detaches with the error: ``on_link_error``)."""
+        link = self._link_of(event)
+        if link is None or event.link is None or event.link != link.receiver:
+            return
+        if event.link.remote_source.type == Terminus.UNSPECIFIED:
+            return
         link.error = None
+        link.opened = True
         self.deliver(("state", link.index, link.generation, SNAPSHOT, None))
-        log.info("fan-out: connected to %s, replicating %r", config.url, config.selector)
+        log.info("fan-out: connected to %s, replicating %r", link.config.url, link.config.selector)
 
     def on_message(self, event: Any) -> None:
         link = self._link_of(event)
@@ -213,8 +224,10 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         link = self._link_of(event)
         condition = event.link.remote_condition if event.link is not None else None
         if link is not None and condition is not None:
-            link.error = f"{condition.name}: {condition.description}"
-            log.warning("fan-out: %s refused the link: %s", link.config.url, link.error)
+            error = f"{condition.name}: {condition.description}"
+            if error != link.error:  # once, not at every retry
+                log.warning("fan-out: %s refused the link: %s", link.config.url, error)
+            link.error = error
             event.connection.close()
 
     def on_transport_error(self, event: Any) -> None:
@@ -236,7 +249,7 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         link = self._link_of(event)
         if link is None or link.conn is None:
             return
-        was_open = link.receiver is not None
+        was_open, link.opened = link.opened, False
         link.conn = link.receiver = link.sender = None
         self.deliver(("state", link.index, link.generation, LOST, link.error or "connection lost"))
         for ask_id in list(link.asked.values()) + [ask_id for ask_id, _ in link.waiting]:

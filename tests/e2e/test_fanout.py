@@ -19,6 +19,11 @@ from proton import Message
 from proton.utils import LinkDetached, SendException
 
 from subgate.cli.management import ManagementClient, ManagementError
+from subgate.mapping.permissions import PRINCIPAL
+from subgate.storage.db import make_engine, session_factory, upgrade
+from subgate.storage.passwords import hash_password
+from subgate.storage.permissions import assign_role, grant
+from subgate.storage.principals import add_principal
 from tests.e2e.test_topic_selectors import fetched
 from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
 from tests.support.control import ControlClient, handler_counts
@@ -192,3 +197,26 @@ def _journaled(server, address: str) -> int:
     path = server.store_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as db:
         return int(db.execute("select count(*) from messages where address = ?", (address,)).fetchone()[0])
+
+
+def test_the_primary_checks_select_and_read_of_the_fan_out_principal(make_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'secured.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_factory(engine).begin() as session:
+        add_principal(session, "admin", hash_password("pw"))
+        assign_role(session, "admin", "admin")
+        add_principal(session, "fan", hash_password("pw"))
+        for permission in ("SELECT_TOPIC", "READ_TOPIC"):
+            grant(session, PRINCIPAL, "fan", permission, "A")
+        grant(session, PRINCIPAL, "fan", "READ_TOPIC", "A/secret", allow=False)
+    engine.dispose()
+    primary = make_server(url, "--name", "primary-1")
+    create(primary, "A/open", "A/secret", "B/x", user="admin", password="pw")
+    readable = f"amqp://fan:pw@127.0.0.1:{primary.port}=A//"
+    unselectable = f"amqp://fan:pw@127.0.0.1:{primary.port}=B//"
+    secondary = make_server(None, *fanout_flags(readable, unselectable, name="secondary-1"))
+    eventually(lambda: status(secondary)[0]["state"] == "live", what="the A// link live")
+    assert paths(secondary) == ["A/open"]  # A/secret is not readable by the fan-out principal
+    refused = eventually(lambda: status(secondary)[1]["last_error"], what="the B// link's refusal")
+    assert "amqp:unauthorized-access" in refused and status(secondary)[1]["state"] != "live"
