@@ -95,6 +95,7 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         self._lock = threading.Lock()
         self._inbox: list[tuple[Any, ...]] = []
         self._stopping = False
+        self._owners: dict[Any, tuple[_Link, int]] = {}  # connection (C pointer) -> its link and generation
         self.thread = threading.Thread(target=self._run, name="fanout-client", daemon=True)
 
     # -- from other threads ----------------------------------------------------------------------------------
@@ -137,12 +138,14 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         else:
             options.update(allowed_mechs="ANONYMOUS")
         link.conn = self.container.connect(config.url, **options)
-        link.conn._fanout = (link, link.generation)
+        # Keyed by the C pointer, not an attribute on the wrapper: that would tie the wrapper into a reference
+        # cycle, which only the reactor thread's garbage collector could release (docs/threading.md).
+        self._owners[link.conn._impl] = (link, link.generation)
         link.receiver = link.sender = None
 
     def _link_of(self, event: Any) -> _Link | None:
         """The link whose current connection the event is on (None: another one, or an earlier connection)."""
-        owner = getattr(event.connection, "_fanout", None) if event.connection is not None else None
+        owner = self._owners.get(event.connection._impl) if event.connection is not None else None
         if owner is None or owner[0].generation != owner[1]:
             return None
         link: _Link = owner[0]
@@ -250,6 +253,7 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         if link is None or link.conn is None:
             return
         was_open, link.opened = link.opened, False
+        self._owners.pop(event.connection._impl, None)
         link.conn = link.receiver = link.sender = None
         self.deliver(("state", link.index, link.generation, LOST, link.error or "connection lost"))
         for ask_id in list(link.asked.values()) + [ask_id for ask_id, _ in link.waiting]:
