@@ -86,15 +86,21 @@ def test_a_replicated_topic_refuses_local_publishing_creation_and_removal(pair):
     assert paths(secondary) == ["A", "A/B", "A/C"]
 
 
-def test_removals_at_the_primary_reach_the_secondary_remove_with_session_included(pair):
+def test_removals_at_the_primary_reach_every_secondary_remove_with_session_included(pair, make_server):
     primary, secondary = pair
+    other = make_server(None, *fanout_flags(f"{primary.url}=A/C//", name="secondary-2"))
+    wait_live(other, 1)
     with ManagementClient("127.0.0.1", primary.port) as client:
         client.remove_topics("A/C")
     eventually(lambda: paths(secondary) == ["A", "A/B"], what="A/C removed at the secondary")
+    eventually(lambda: paths(other) == [], what="A/C removed at the second secondary")
+    create(primary, "A/C")
+    wait_live(other, 1)
     control = ControlClient(primary.url, "session-owner")
     assert control.register_removal("A").refusal is None
     control.close()  # the session closes: the primary removes the branch A, and so does every secondary
     eventually(lambda: paths(secondary) == [], what="the branch removed at the secondary")
+    eventually(lambda: paths(other) == [], what="the branch removed at the second secondary")
     assert paths(primary) == ["other/x"]
 
 
