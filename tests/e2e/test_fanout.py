@@ -226,3 +226,18 @@ def test_the_primary_checks_select_and_read_of_the_fan_out_principal(make_server
     assert paths(secondary) == ["A/open"]  # A/secret is not readable by the fan-out principal
     refused = eventually(lambda: status(secondary)[1]["last_error"], what="the B// link's refusal")
     assert "amqp:unauthorized-access" in refused and status(secondary)[1]["state"] != "live"
+
+
+def test_credit_comes_back_as_the_secondary_applies_so_a_small_window_carries_everything(make_server, tmp_path):
+    primary = make_server(None, "--name", "primary-1")
+    create(primary, "A/stream")
+    config = tmp_path / "secondary.toml"
+    config.write_text(f'[[subgate.fanout]]\nurl = "{primary.url}"\nselector = "A//"\nmax_in_flight = 5\n')
+    secondary = make_server(None, "--config", str(config))
+    wait_live(secondary, 1)
+    conn = connect(secondary.url)
+    watcher = receiver(conn, "A/stream", "topic", credit=400)
+    bodies = [f"m{i}" for i in range(300)]
+    publish(primary, "A/stream", *bodies)
+    assert receive_bodies(watcher, 300, timeout=60) == bodies  # all of them, in order, 5 at a time
+    conn.close()
