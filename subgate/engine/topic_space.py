@@ -88,6 +88,9 @@ class TopicSpace:
         self.index: SelectorIndex[int] = SelectorIndex()
         self.subscriptions: dict[int, SelectorSubscription] = {}
         self.watchers: list[TopicWatcher] = []
+        # Selectors of the fan-out links replicating from or to this server (docs/fanout.md): an address one of
+        # them matches is a topic when its attach names no node type.
+        self.topic_branches: list[Selector] = []
         self._next = 0
 
     def added(self, topic: Topic) -> None:

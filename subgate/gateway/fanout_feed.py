@@ -154,6 +154,7 @@ class ReplicationFeeds:
         snapshot."""
         replicate = ReplicateLink(link, conn, selector, readable, self)
         self.links.append(replicate)
+        self.space.topic_branches.append(selector)
         conn.adopt(replicate)
         accept_attach(link)
         replicate.snapshot(self.space)
@@ -162,6 +163,7 @@ class ReplicationFeeds:
     def forget(self, link: ReplicateLink) -> None:
         if link in self.links:
             self.links.remove(link)
+            self.space.topic_branches.remove(link.selector)
 
     def topic_added(self, topic: Topic) -> None:
         for link in self.links:

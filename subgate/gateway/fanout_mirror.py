@@ -124,7 +124,7 @@ class FanoutMirror:
     ) -> None:
         self.links = [MirrorLink(index, config, self) for index, config in enumerate(configs)]
         self.router = router
-        router.replicated_selectors = [link.selector for link in self.links]
+        router.topics.topic_branches.extend(link.selector for link in self.links)
         self.control = control
         self.inject = inject
         self.remove_topics = remove_topics

@@ -32,7 +32,7 @@ from subgate.mapping.branch_modes import (
 )
 from subgate.mapping.names import check_new_name
 from subgate.mapping.wildcards import refuse_as_node
-from subgate.topics import Selector, path_problem
+from subgate.topics import path_problem
 
 log = logging.getLogger("subgate.router")
 
@@ -94,9 +94,6 @@ class Router:
         self._next_node_id = catalog.max_node_id
         self._next_cursor_id = catalog.max_cursor_id
         self.tracked: dict[int, tuple[JournalCursor, Queue]] = {}
-        # On a secondary, the selectors of its fan-out links: an address one of them matches is a topic unless
-        # the attach says otherwise (docs/fanout.md, "Replicas on the secondary").
-        self.replicated_selectors: list[Selector] = []
         self.topics = TopicSpace()  # cursor id -> the queue it records
         # Rows of earlier runs with durable = false are non-persistent messages: they do not survive a restart
         # (unless --journal-non-persistent, which journals them to keep them).
@@ -191,9 +188,10 @@ class Router:
         return decision
 
     def default_kind(self, address: str) -> str:
-        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates,
-        else ``--default-node-type``."""
-        if self.replicated_selectors and any(s.matches(address) for s in self.replicated_selectors):
+        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates
+        (``TopicSpace.topic_branches``), else ``--default-node-type``."""
+        branches = self.topics.topic_branches
+        if branches and any(selector.matches(address) for selector in branches):
             return TOPIC
         return self.settings.default_node_type
 

@@ -252,3 +252,23 @@ def test_several_primaries_are_all_asked_and_any_cancel_refuses(make_server):
                 control_2.wait(0.1)
                 refusal = subscriber.await_attach(subscription, timeout=15)
                 assert (refusal is not None and refusal.condition == "amqp:not-found") is refused
+
+
+def test_seed_000_with_plain_amqp_clients_that_name_no_node_type(seed):
+    """No capability anywhere: inside the replicated branch A//, A/D is a topic at the secondary (the subscriber)
+    and at the primary (the handler creates it by attaching a plain sender, then publishes to it)."""
+    primary, secondary, control, handler = seed
+    subscriber = ControlClient(secondary.url, "end-user")
+    subscription = subscriber.attach("A/D", ())
+    notification = handler.receive(timeout=15)
+    assert notification.properties == {**SEED_PROPERTIES, "path": "A"}
+    conn = connect(primary.url)
+    publisher = sender(conn, "A/D")  # no capability: a topic, since a secondary replicates A//
+    notification.accept()
+    control.wait(0.1)
+    assert subscriber.await_attach(subscription, timeout=15) is None
+    eventually(lambda: "A/D" in paths(secondary), what="A/D replicated")
+    send_all(publisher, ["plain"])
+    assert bodies(subscription, 1) == ["plain"]
+    conn.close()
+    subscriber.close()
