@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.mapping.addresses import is_temporary
+from subgate.mapping.addresses import TOPIC, is_temporary
 from subgate.topics import PathSelector, Qualifier, Selector, SelectorIndex, TopicTree, is_valid_path, parse_selector
 from subgate.topics.errors import TopicsError
 
@@ -105,6 +105,14 @@ class TopicSpace:
                 sub.topics.append(topic)
         for watcher in self.watchers:
             watcher.topic_added(topic)
+
+    def default_kind(self, address: str, otherwise: str) -> str:
+        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates
+        (``topic_branches``), else ``otherwise`` (``--default-node-type``)."""
+        branches = self.topic_branches
+        if branches and any(selector.matches(address) for selector in branches):
+            return TOPIC
+        return otherwise
 
     def removed(self, topic: Topic) -> None:
         """A topic node is gone: out of the tree, and no selector subscription is fed by it any more (they stay,

@@ -462,7 +462,8 @@ class Attacher:
         if selector is None:  # a plain topic path
             if address.startswith("$") or not is_valid_path(address):
                 return False  # "$..." names server nodes (temporary, management, control), never topic paths
-            if (kind_from_capabilities(source.capabilities) or self.router.default_kind(address)) != TOPIC:
+            kind = kind_from_capabilities(source.capabilities)
+            if (kind or self.router.topics.default_kind(address, self.settings.default_node_type)) != TOPIC:
                 return False
             existing = self.router.node(address)
             if isinstance(existing, Queue) or (existing is not None and not self.missing_topics.has_primaries):

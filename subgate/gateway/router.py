@@ -180,20 +180,12 @@ class Router:
             address,
             requested_kind,
             existing.kind if existing is not None else None,
-            default_kind=self.default_kind(address),
+            default_kind=self.topics.default_kind(address, self.settings.default_node_type),
             auto_create=self.settings.auto_create,
         )
         if decision.create:
             check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
         return decision
-
-    def default_kind(self, address: str) -> str:
-        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates
-        (``TopicSpace.topic_branches``), else ``--default-node-type``."""
-        branches = self.topics.topic_branches
-        if branches and any(selector.matches(address) for selector in branches):
-            return TOPIC
-        return self.settings.default_node_type
 
     def node_for(self, decision: NodeDecision) -> Node:
         node = self.nodes.get(decision.address)
