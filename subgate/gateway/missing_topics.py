@@ -35,7 +35,7 @@ from subgate.gateway.termini import refuse_attach
 from subgate.gateway.topic_control import FETCH, SUBSCRIBE, TopicControl, Upstream
 from subgate.mapping.errors import DECODE_ERROR, NOT_FOUND, Refused
 from subgate.mapping.permissions import Permission
-from subgate.topics import Selector, TopicsError
+from subgate.topics import Selector
 
 log = logging.getLogger("subgate.missing_topics")
 
@@ -110,7 +110,7 @@ class MissingTopics:
             expression, request = str(props["selector"]), str(props.get("request", SUBSCRIBE))
             session, origin = str(props.get("session", "")), str(props.get("server", state.container_id))
             selector = fetch_selector(expression)
-        except (KeyError, TopicsError, Exception) as exc:  # noqa: BLE001 - whatever the peer sent, answered here
+        except Exception as exc:  # noqa: BLE001 - whatever the peer sent (no selector, a bad one), answered here
             reject(delivery, DECODE_ERROR, f"not a propagated missing-topic notification: {exc}")
             return
         what = f"{request} {expression!r} by {session!r} via {state.container_id!r}"
