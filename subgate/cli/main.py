@@ -11,11 +11,13 @@ import click
 from subgate.cli.bookmarks import bookmarks
 from subgate.cli.client_commands import publish, subscribe
 from subgate.cli.connections import connections
+from subgate.cli.fanout import fanout
 from subgate.cli.journal import journal
 from subgate.cli.logs import FORMATS, configure_logging
 from subgate.cli.management import ManagementClient
 from subgate.cli.options import (
     ConfigError,
+    FanoutLink,
     ListenAddress,
     config_option,
     resolve_store,
@@ -46,6 +48,7 @@ main.add_command(unsubscribe)
 main.add_command(roles)
 main.add_command(grants)
 main.add_command(topics)
+main.add_command(fanout)
 main.add_command(bookmarks)
 main.add_command(journal)
 main.add_command(publish)
@@ -75,6 +78,18 @@ main.add_command(status)
 )
 @settings_options
 @click.option(
+    "--fanout",
+    "fanout",
+    type=FanoutLink(),
+    multiple=True,
+    envvar="SUBGATE_FANOUT",
+    show_envvar=True,
+    help="A fan-out link to a primary, URL=SELECTOR (amqp://[user:password@]host:port=A//): replicate the topics "
+    "SELECTOR matches there into this server's tree. Repeatable. In the file: [[fanout]] tables with url, selector, "
+    "user, password, retry_interval (s, default 1), reconnect_timeout (s, default 60), max_in_flight (default "
+    "1000); docs/fanout.md.",
+)
+@click.option(
     "--migrate/--no-migrate",
     default=False,
     envvar="SUBGATE_MIGRATE",
@@ -101,7 +116,13 @@ main.add_command(status)
     help="text lines, or json: one object per line with time, level, logger, message and the event's fields.",
 )
 def serve(
-    listen: str, store: str | None, migrate: bool, log_level: str, log_format: str, **settings_params: Any
+    listen: str,
+    store: str | None,
+    fanout: tuple[Any, ...],
+    migrate: bool,
+    log_level: str,
+    log_format: str,
+    **settings_params: Any,
 ) -> None:
     """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""
     from subgate.gateway.server import serve as run_server
@@ -109,7 +130,11 @@ def serve(
     configure_logging(log_level, log_format)
     host, port = split_address(listen)
     settings = Settings(
-        listen_host=host, listen_port=port, store_url=resolve_store(store), **settings_values(settings_params)
+        listen_host=host,
+        listen_port=port,
+        store_url=resolve_store(store),
+        fanout=tuple(fanout),
+        **settings_values(settings_params),
     )
     try:
         parse_journal_branches(settings.journal_branches)

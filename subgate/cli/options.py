@@ -34,6 +34,24 @@ class ConfigError(click.ClickException):
     exit_code = 2
 
 
+class FanoutLink(click.ParamType):
+    """A fan-out link: ``amqp://[user:password@]host:port=SELECTOR``, or a ``[[fanout]]`` table of the TOML file."""
+
+    name = "URL=SELECTOR"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from subgate.engine.fanout import FanoutConfig, FanoutConfigError, make_config, parse_spec
+
+        if isinstance(value, FanoutConfig):
+            return value
+        try:
+            if isinstance(value, dict):
+                return make_config(value)
+            return parse_spec(str(value))
+        except FanoutConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class ListenAddress(click.ParamType):
     """``HOST:PORT`` with a port in 0..65535 (``[::1]:5672`` for IPv6); the value stays a string."""
 
@@ -115,8 +133,11 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
     section = data.get("subgate", data)
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [subgate] must be a table")
-    # A list setting (journal_branches, publisher_modes, ...) may be a TOML array or the flag's comma-separated text.
-    values = {str(key).replace("-", "_"): _flat(value) for key, value in section.items()}
+    if section is not data and "fanout" in data:  # [[fanout]] tables next to [subgate]
+        section = {**section, "fanout": data["fanout"]}
+    # A list setting (journal_branches, publisher_modes, ...) may be a TOML array or the flag's comma-separated text;
+    # fanout is an array of tables ([[fanout]]) or of 'URL=SELECTOR' strings, one value each.
+    values = {str(key).replace("-", "_"): value if key == "fanout" else _flat(value) for key, value in section.items()}
     _check_config(ctx, path, values)
     defaults = dict(ctx.default_map or {})
     defaults.update(values)

@@ -422,6 +422,10 @@ class Topic:
         self.live: set[int] = set()
         self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
         self._retired_out = 0  # deliveries of subscriptions that left (messages_out)
+        # Fan-out (docs/fanout.md): the replication links that forward each message published here, and on a
+        # secondary the primary this topic is a replica of (None: a local topic).
+        self.feeds: list[Callable[[Topic, Message], None]] = []
+        self.replica_of: str | None = None
 
     @property
     def messages_out(self) -> int:
@@ -454,6 +458,9 @@ class Topic:
         """Route to every matching subscription (once ``committed``, not to the live ones: they had it from
         ``publish_live``); returns how many took it."""
         self.current = message
+        if self.feeds:
+            for feed in self.feeds:
+                feed(self, message)
         taken = 0
         filters = self.filters
         live = self.live if committed else None

@@ -11,9 +11,10 @@ subscriptions whose prefix lies elsewhere. No proton, no store.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.mapping.addresses import is_temporary
+from subgate.mapping.addresses import TOPIC, is_temporary
 from subgate.topics import PathSelector, Qualifier, Selector, SelectorIndex, TopicTree, is_valid_path, parse_selector
 from subgate.topics.errors import TopicsError
 
@@ -49,6 +50,14 @@ def fetch_selector(address: str) -> Selector:
 Readable = Callable[[str], bool]
 
 
+class TopicWatcher(Protocol):
+    """Told of every topic that enters or leaves the tree (the fan-out feeds of ``gateway.fanout_feed``)."""
+
+    def topic_added(self, topic: Topic) -> None: ...
+
+    def topic_removed(self, topic: Topic) -> None: ...
+
+
 class SelectorSubscription:
     """A private queue fed by every topic a selector matches and ``readable`` lets through (READ_TOPIC)."""
 
@@ -78,6 +87,10 @@ class TopicSpace:
         self.tree: TopicTree[Topic] = TopicTree()
         self.index: SelectorIndex[int] = SelectorIndex()
         self.subscriptions: dict[int, SelectorSubscription] = {}
+        self.watchers: list[TopicWatcher] = []
+        # Selectors of the fan-out links replicating from or to this server (docs/fanout.md): an address one of
+        # them matches is a topic when its attach names no node type.
+        self.topic_branches: list[Selector] = []
         self._next = 0
 
     def added(self, topic: Topic) -> None:
@@ -90,12 +103,24 @@ class TopicSpace:
             if sub.takes(topic):
                 topic.subscribe(sub.queue, sub.accepts)
                 sub.topics.append(topic)
+        for watcher in self.watchers:
+            watcher.topic_added(topic)
+
+    def default_kind(self, address: str, otherwise: str) -> str:
+        """The kind of a new node whose attach names none: a topic inside a branch a fan-out link replicates
+        (``topic_branches``), else ``otherwise`` (``--default-node-type``)."""
+        branches = self.topic_branches
+        if branches and any(selector.matches(address) for selector in branches):
+            return TOPIC
+        return otherwise
 
     def removed(self, topic: Topic) -> None:
         """A topic node is gone: out of the tree, and no selector subscription is fed by it any more (they stay,
         and get the topic again if it is created anew)."""
         if topic.name in self.tree and self.tree.get(topic.name) is topic:
             self.tree.remove(topic.name)
+            for watcher in self.watchers:
+                watcher.topic_removed(topic)
         for sub in self.subscriptions.values():
             if topic in sub.topics:
                 sub.topics.remove(topic)

@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from proton import Link
 
-from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.fanout import PROPAGATION_ADDRESS, REPLICATE, check_local_change
+from subgate.engine.nodes import Queue, Topic
 from subgate.engine.selection import compile_selector
 from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.gateway import management
@@ -30,9 +31,13 @@ from subgate.gateway.consumers import (
     QueueConsumer,
     SelectorConsumer,
     SubscriptionConsumer,
+    on_bytes,
+    take_early_credit,
 )
+from subgate.gateway.fanout_feed import ReplicationFeeds, open_propagation
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, LinkState, Lookup, Outbound
+from subgate.gateway.missing_topics import MissingTopics
 from subgate.gateway.peer_fields import peer_text
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Placed, Replays
@@ -47,7 +52,7 @@ from subgate.gateway.termini import (
     read_terminus,
     refuse_attach,
 )
-from subgate.gateway.topic_control import CONTROL_PREFIX, FETCH, SUBSCRIBE, TopicControl, handler_path, removal_branch
+from subgate.gateway.topic_control import CONTROL_PREFIX, TopicControl, handler_path, removal_branch
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
@@ -90,21 +95,6 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
         raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
 
 
-def _on_bytes(matcher: Callable[[bytes], bool] | None) -> Callable[[Message], bool] | None:
-    """A consumer's or browser's filter on messages from a compiled selector on their bytes (None: no selector)."""
-    if matcher is None:
-        return None
-    return lambda message: matcher(message.raw)
-
-
-def _take_early_credit(outbound: Outbound) -> None:
-    """Credit the client granted before its attach was answered — while the attach was held for the
-    missing-topic handlers or for the journal to place a replay, the flow reached the held state — is taken now:
-    the client sends no other flow before it gets a message."""
-    if outbound.link.credit > 0 and not outbound.closed:
-        outbound.on_flow()
-
-
 class Attacher:
     """The attach handler (see the module docstring)."""
 
@@ -119,7 +109,11 @@ class Attacher:
         housekeeping: Housekeeping,
         closer: Closer,
         replays: Replays,
+        feeds: ReplicationFeeds,
+        missing_topics: MissingTopics,
     ) -> None:
+        self.feeds = feeds
+        self.missing_topics = missing_topics
         self.settings = settings
         self.replays = replays
         self.router = router
@@ -166,6 +160,9 @@ class Attacher:
             self.pipeline.start_coordinator(coordinator)
             return
         address = target.address or ""
+        if address == PROPAGATION_ADDRESS:  # a secondary's propagated missing-topic notifications (docs/fanout.md)
+            open_propagation(link, state, self.missing_topics)
+            return
         if address.startswith(CONTROL_PREFIX):
             self._open_removal(link, state, address)
             return
@@ -193,6 +190,8 @@ class Attacher:
             self.authority.check(state, Permission.SELECT_TOPIC, address)
         self.authority.check_node(state, permission, decision)
         node = self.router.node_for(decision)
+        if permission is Permission.UPDATE_TOPIC:
+            check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
         return node
 
@@ -220,6 +219,11 @@ class Attacher:
         address = source.address or ""
         if address.startswith(CONTROL_PREFIX):
             self._open_handler(link, state, address)
+            return
+        if REPLICATE in source.capabilities:  # a secondary's fan-out link (gateway.fanout_feed)
+            replicated = fetch_selector(address)
+            self.authority.check(state, Permission.SELECT_TOPIC, replicated.prefix)
+            self.feeds.open(link, state, replicated, self.authority.readable(state))
             return
         filters = read_filters(source.filters)
         check_selector(filters.selector)
@@ -266,17 +270,17 @@ class Attacher:
                 replay_echo = filters.replay_echo
         else:
             if source.distribution_mode == 1:  # copy on a queue means browse (mapping §2.2)
-                outbound = BrowserConsumer(link, state, node, _on_bytes(matcher), self.closer, self.transacting)
+                outbound = BrowserConsumer(link, state, node, on_bytes(matcher), self.closer, self.transacting)
             else:
                 outbound = QueueConsumer(link, state, node, self.transacting)
-                outbound.filter = _on_bytes(matcher)
+                outbound.filter = on_bytes(matcher)
                 node.add_consumer(outbound)
             no_local = False  # no-local applies to topics only
         if source.dynamic:
             outbound.owns = node.name
         state.adopt(outbound)
         accept_consumer(link, node.name if source.dynamic else None, filters.selector, no_local, replay_echo)
-        _take_early_credit(outbound)
+        take_early_credit(outbound)
 
     def _open_subscription_browser(
         self, link: Link, state: ConnectionState, source: TerminusRequest, fqqn: tuple[str, str], filters: FilterRequest
@@ -293,7 +297,7 @@ class Attacher:
         if sub is None:
             raise Refused(NOT_FOUND, f"topic {topic!r} has no subscription queue {name!r}")
         matcher = _compile(filters.selector)
-        state.adopt(BrowserConsumer(link, state, sub.queue, _on_bytes(matcher), self.closer, self.transacting))
+        state.adopt(BrowserConsumer(link, state, sub.queue, on_bytes(matcher), self.closer, self.transacting))
         accept_consumer(link, None, filters.selector, False)
 
     def _subscribe(
@@ -375,7 +379,7 @@ class Attacher:
                 state.adopt(outbound)
                 echo = filters.replay_echo if replayed else None
                 accept_consumer(link, None, filters.selector, filters.no_local, echo)
-                _take_early_credit(outbound)
+                take_early_credit(outbound)
             return
         placed = None
         if filters.replay is not None:
@@ -399,7 +403,7 @@ class Attacher:
         state.adopt(outbound)
         echo = filters.replay_echo if placed is not None else None
         accept_consumer(link, None, filters.selector, filters.no_local, echo)
-        _take_early_credit(outbound)
+        take_early_credit(outbound)
 
     def _open_fetch(self, link: Link, state: ConnectionState, selector: Selector | None) -> None:
         """Capability ``fetch``: the current value of each matching topic once, then the link is closed."""
@@ -413,7 +417,7 @@ class Attacher:
         fetcher = FetchConsumer(link, state, queue, values, self.closer, self.transacting)
         state.adopt(fetcher)
         accept_consumer(link, None, None, False)
-        _take_early_credit(fetcher)
+        take_early_credit(fetcher)
 
     def _open_lookup(self, link: Link, state: ConnectionState) -> None:
         """An unsubscribe lookup (null source): answer with the subscription's source, or not-found (§3.2)."""
@@ -450,32 +454,31 @@ class Attacher:
     def _hold_if_missing(
         self, link: Link, state: ConnectionState, source: TerminusRequest, selector: Selector | None, fetch: bool
     ) -> bool:
-        """A subscribe or fetch that selects no topic: notify the missing-topic handlers and hold the attach
-        until they answer (design §3). Returns False when the attach goes ahead now."""
+        """A subscribe or fetch that selects no topic here, or that a primary should hear of: hold the attach
+        until the handlers answer (``gateway.missing_topics``). Returns False when the attach goes ahead now."""
         address = source.address or ""
         if selector is None:  # a plain topic path
-            if address.startswith("$") or self.router.node(address) is not None or not is_valid_path(address):
+            if address.startswith("$") or not is_valid_path(address):
                 return False  # "$..." names server nodes (temporary, management, control), never topic paths
-            if (kind_from_capabilities(source.capabilities) or self.settings.default_node_type) != TOPIC:
+            kind = kind_from_capabilities(source.capabilities)
+            if (kind or self.router.topics.default_kind(address, self.settings.default_node_type)) != TOPIC:
                 return False
+            existing = self.router.node(address)
+            if isinstance(existing, Queue) or (existing is not None and not self.missing_topics.has_primaries):
+                return False
+            missing = existing is None
             selector = fetch_selector(">" + address)
-        elif self.router.topics.selects_any(selector):
-            return False
-        self.authority.check(state, Permission.SELECT_TOPIC, selector.prefix)
-        request = FETCH if fetch else SUBSCRIBE
-        chosen = selector
-        held = self.control.hold(
+        else:
+            missing = not self.router.topics.selects_any(selector)
+        return self.missing_topics.hold_attach(
             link,
             state,
             selector,
-            request,
+            missing,
+            fetch,
             resume=lambda: self._resume_held(link, state),
-            cancel=lambda path: self._cancel_held(link, state, chosen, request, path),
+            release=lambda: self._release_held(link, state),
         )
-        if held is None:
-            return False
-        state.adopt(held)
-        return True
 
     def _release_held(self, link: Link, state: ConnectionState) -> None:
         held: LinkState | None = getattr(link, "_sg", None)
@@ -488,9 +491,3 @@ class Attacher:
         self._release_held(link, state)
         if not state.closed:
             self.attach(link, state, consult_handlers=False)
-
-    def _cancel_held(self, link: Link, state: ConnectionState, selector: Selector, request: str, path: str) -> None:
-        self._release_held(link, state)
-        description = f"no topic matches {selector.expression!r}: the missing-topic handler on {path!r} cancelled"
-        log.info("refused %s %r from %s: %s", request, link.name, state.container_id, description)
-        refuse_attach(link, NOT_FOUND, description)

@@ -30,10 +30,13 @@ from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.attach import Attacher
 from subgate.gateway.authority import Authority
 from subgate.gateway.completions import Completions
+from subgate.gateway.fanout_feed import ReplicationFeeds
+from subgate.gateway.fanout_mirror import FanoutMirror
 from subgate.gateway.guard import guarded
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.lifecycle import Connections, Lifecycle, connection_state
 from subgate.gateway.links import LinkState
+from subgate.gateway.missing_topics import MissingTopics
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
 from subgate.gateway.router import Router
@@ -72,14 +75,7 @@ class Broker:
         self.connections = Connections()
         self.authority = Authority()
         self.housekeeping = Housekeeping(settings, router, container, self.connections.links, journal=journal)
-        self.control = TopicControl(
-            settings.name,
-            settings.reconnect_timeout,
-            settings.missing_topic_timeout,
-            self.housekeeping.schedule,
-            lambda branch: self.lifecycle.remove_branch(branch),
-            journal=journal,
-        )
+        self.control = _control(settings, self, journal)
         self.lifecycle = Lifecycle(
             settings.name,
             router,
@@ -90,7 +86,10 @@ class Broker:
             self.authority,
             journal.submit_barrier,
         )
-        topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
+        self.fanout = _mirror(settings, router, self)
+        topic_admin = TopicAdmin(
+            router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy, self.fanout.status
+        )
         store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.server_admin = _server_admin(router, self.connections, self.lifecycle, subscriptions, journal)
         self.pipeline = Publishing(
@@ -114,6 +113,8 @@ class Broker:
             self.housekeeping,
             self.lifecycle,
             Replays(journal, lambda: router.last_seq),
+            ReplicationFeeds(router.topics),
+            MissingTopics(router, self.authority, self.control, self.fanout),
         )
         self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread
 
@@ -151,6 +152,11 @@ class Broker:
     def on_policy_loaded(self, event: Event) -> None:
         """A policy freshly read from the store (gateway.policy): it decides every attach from now on."""
         self.authority.use(event.subject)
+
+    @guarded
+    def on_fanout_events(self, event: Event) -> None:
+        """Replication messages, link states and answers from the fan-out client thread."""
+        self.fanout.drain()
 
     @guarded
     def on_journal_committed(self, event: Event) -> None:
@@ -247,6 +253,18 @@ class Broker:
         link_state.on_delivery(Delivery.wrap(impl))
 
 
+def _control(settings: Settings, broker: Broker, journal: JournalWriter) -> TopicControl:
+    """Remove-with-session registrations and missing-topic handlers (``gateway.topic_control``)."""
+    return TopicControl(
+        settings.name,
+        settings.reconnect_timeout,
+        settings.missing_topic_timeout,
+        broker.housekeeping.schedule,
+        lambda branch: broker.lifecycle.remove_branch(branch),
+        journal=journal,
+    )
+
+
 def _server_admin(
     router: Router, connections: Connections, lifecycle: Lifecycle, subscriptions: Subscriptions, journal: JournalWriter
 ) -> ServerAdmin:
@@ -259,4 +277,17 @@ def _server_admin(
             lambda: len(subscriptions.named()),
             lambda: journal.health,
         )
+    )
+
+
+def _mirror(settings: Settings, router: Router, broker: Broker) -> FanoutMirror:
+    """The secondary's replicas (``gateway.fanout_mirror``): applied through the broker's pipeline and
+    lifecycle; the client thread joins it at start (``FanoutMirror.connect``)."""
+    return FanoutMirror(
+        settings.fanout,
+        router,
+        broker.control,
+        lambda topic, raw, publisher_id: broker.pipeline.inject(topic, raw, publisher_id),
+        broker.lifecycle.remove_topics,
+        broker.housekeeping.schedule,
     )

@@ -189,3 +189,18 @@ class BrowserConsumer(Outbound):
 
     def on_end(self, *, abrupt: bool, closed: bool) -> None:
         self.browser.close()  # a page read still on its way is dropped when it comes back
+
+
+def on_bytes(matcher: Callable[[bytes], bool] | None) -> Callable[[Message], bool] | None:
+    """A consumer's or browser's filter on messages from a compiled selector on their bytes (None: no selector)."""
+    if matcher is None:
+        return None
+    return lambda message: matcher(message.raw)
+
+
+def take_early_credit(outbound: Outbound) -> None:
+    """Credit the client granted before its attach was answered — while the attach was held for the
+    missing-topic handlers or for the journal to place a replay, the flow reached the held state — is taken now:
+    the client sends no other flow before it gets a message."""
+    if outbound.link.credit > 0 and not outbound.closed:
+        outbound.on_flow()

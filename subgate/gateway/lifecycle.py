@@ -299,7 +299,8 @@ class Lifecycle:
 
     def remove_branch(self, branch: str) -> list[str]:
         """Remove every topic at and below ``branch`` (remove-with-session, management DELETE)."""
-        return self.remove_topics(self.router.topics.branch(branch))
+        local = [topic for topic in self.router.topics.branch(branch) if topic.replica_of is None]
+        return self.remove_topics(local)  # a replica goes when its primary removes it (docs/fanout.md)
 
     def remove_topics(self, topics: list[Topic]) -> list[str]:
         """Remove topics. Consumers of plain-path subscriptions on them are closed with amqp:resource-deleted

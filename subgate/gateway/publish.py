@@ -29,6 +29,7 @@ from proton import Condition, Delivery, Link
 
 from subgate.engine import codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
+from subgate.engine.fanout import check_local_change
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.gateway import address_admin, management, publisher_admin
@@ -42,7 +43,7 @@ from subgate.gateway.server_admin import ADMIN_TYPES, ServerAdmin
 from subgate.gateway.settings import Settings
 from subgate.gateway.store_reports import STORE_TYPES, StoreReports
 from subgate.gateway.subscriptions import Subscriptions
-from subgate.gateway.topic_admin import PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
+from subgate.gateway.topic_admin import FANOUT_TYPE, PERMISSIONS_TYPE, TOPIC_TYPE, TopicAdmin
 from subgate.gateway.transacting import Transacting
 from subgate.mapping.addresses import kind_from_jms_dest
 from subgate.mapping.errors import (
@@ -191,6 +192,7 @@ class Publishing:
         decision = self.router.decide(to, kind)
         self.authority.check_node(state, Permission.UPDATE_TOPIC, decision)
         node = self.router.node_for(decision)
+        check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
         return node
 
@@ -252,6 +254,19 @@ class Publishing:
             reject(delivery, INTERNAL_ERROR, f"journal write failed: {error}")
         return publisher
 
+    def inject(self, node: Topic, raw: bytes, publisher_id: str) -> None:
+        """A message that came in over a fan-out link (``gateway.fanout_mirror``): journaled when the topic needs
+        it (a durable subscription), routed like a publisher's, with no transfer to confirm.
+
+        Raises:
+            engine.codec.CodecError: the bytes are not an AMQP message.
+        """
+        ingest = self.router.prepare(raw, codec.scan(raw), node, None, publisher_id)
+        if ingest.record is None:
+            self.route(node, ingest.message)
+        else:
+            self.submit(ingest, None, node, None)
+
     def route(self, node: Node, message: Message, *, committed: bool = False) -> None:
         """To the queue, or to the topic's subscriptions (at its commit: not again to the live ones)."""
         self.published += 1
@@ -278,7 +293,7 @@ class Publishing:
             return
         owns = self.authority.owned_by(inbound.conn)
         response: management.Response | None
-        if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
+        if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE, FANOUT_TYPE):
             response = self.topic_admin.handle(request)
         elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
             response = address_admin.handle(request, self.router)

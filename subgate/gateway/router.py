@@ -182,7 +182,7 @@ class Router:
             address,
             requested_kind,
             existing.kind if existing is not None else None,
-            default_kind=self.settings.default_node_type,
+            default_kind=self.topics.default_kind(address, self.settings.default_node_type),
             auto_create=self.settings.auto_create and self.rules.for_name(address).auto_create_queues,
         )
         if decision.create:

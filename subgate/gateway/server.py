@@ -28,6 +28,8 @@ from subgate.engine.topic_space import selector_address
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
+from subgate.gateway.fanout_client import FanoutClient
+from subgate.gateway.fanout_mirror import Mailbox
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.metrics_feed import MetricsFeed
@@ -166,6 +168,11 @@ class Server:
         self.container.global_handler = self.io  # type: ignore[assignment]
         self.container.selectable(self.injector)
         self.broker.when_stopped(self._stopped)
+        self.fanout: FanoutClient | None = None
+        if settings.fanout:  # a secondary: its client side runs in a thread of its own (docs/fanout.md)
+            mailbox = Mailbox(self.injector)
+            self.fanout = FanoutClient(settings.name, settings.fanout, mailbox.put)
+            self.broker.fanout.connect(self.fanout, mailbox)
         self.metrics: MetricsFeed | None = None
         self.figures: FigureReader | None = None
         if self.http is not None:
@@ -228,6 +235,8 @@ class Server:
         self.injector.trigger(ApplicationEvent("journal_committed", subject=result))
 
     def _stopped(self) -> None:
+        if self.fanout is not None:
+            self.fanout.stop()  # before the injector it delivers through is closed
         self.injector.close()
         self.container.stop()
 
@@ -261,6 +270,8 @@ class Server:
         self.writer.start()
         self.ownership.start()
         self.broker.start_housekeeping()
+        if self.fanout is not None:
+            self.fanout.start()
         if self.metrics is not None:
             self.metrics.start()
         if self.figures is not None:
@@ -279,6 +290,8 @@ class Server:
         try:
             EventLoop(self.container, self.broker, self.io).run()
         finally:
+            if self.fanout is not None:
+                self.fanout.stop()
             self.writer.close()
             if self.figures is not None:
                 self.figures.close()

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from subgate.engine.fanout import FanoutConfig
+
 QUEUE, TOPIC = "queue", "topic"
 
 
@@ -148,3 +150,5 @@ class Settings:
         minimum=1,
     )
     expiry_sweep_interval: float = 1.0
+    # Fan-out links to primaries (``--fanout``, TOML ``[[fanout]]``; docs/fanout.md): parsed by the CLI.
+    fanout: tuple[FanoutConfig, ...] = ()

@@ -28,10 +28,12 @@ from subgate.gateway.management import Request, Response
 from subgate.gateway.router import Router
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
+from subgate.mapping.errors import NOT_ALLOWED
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
 PERMISSIONS_TYPE = "permissions"
+FANOUT_TYPE = "fanout"
 
 
 class TopicAdmin:
@@ -43,13 +45,19 @@ class TopicAdmin:
         control: TopicControl,
         remove_topics: Callable[[list[Topic]], list[str]],
         reload_permissions: Callable[[], None],
+        fanout_status: Callable[[], list[dict[str, Any]]] = list,
     ) -> None:
+        self.fanout_status = fanout_status
         self.router = router
         self.control = control
         self.remove_topics = remove_topics
         self.reload_permissions = reload_permissions
 
     def handle(self, request: Request) -> Response:
+        if request.type == FANOUT_TYPE:
+            if request.operation not in ("QUERY", "READ"):
+                return Response(501, f"unknown operation {request.operation!r} for type 'fanout'")
+            return Response(200, "OK", {"links": self.fanout_status()})
         if request.type == PERMISSIONS_TYPE:
             if request.operation != "RELOAD":
                 return Response(501, f"unknown operation {request.operation!r} for type 'permissions'")
@@ -96,6 +104,8 @@ class TopicAdmin:
             return Response(400, f"{name!r}: names starting with {TEMPORARY_PREFIX!r} are the server's temporary nodes")
         existing = self.router.node(name)
         if existing is not None:
+            if isinstance(existing, Topic) and existing.replica_of is not None:
+                return Response(405, f"{NOT_ALLOWED}: topic {name!r} is replicated from {existing.replica_of}")
             if isinstance(existing, Topic):
                 return Response(200, f"topic {name!r} exists")
             return Response(409, f"{name!r} is a {existing.kind}, not a topic")
@@ -112,6 +122,9 @@ class TopicAdmin:
         topics = [topic for topic in topics if not topic.name.startswith(TEMPORARY_PREFIX)]
         if not topics:  # a temporary topic is its connection's; it goes when the link that made it ends
             return Response(404, f"no topic matches {selector!r} (temporary topics cannot be removed here)")
+        replicas = [topic.name for topic in topics if topic.replica_of is not None]
+        if replicas:
+            return Response(405, f"{NOT_ALLOWED}: replicated from a primary, removed only there: {replicas[:10]}")
         removed = self.remove_topics(topics)
         return Response(200, f"removed {len(removed)} topic(s)", removed)
 

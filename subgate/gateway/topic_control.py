@@ -103,11 +103,12 @@ class RemovalLink(LinkState):
 
 
 class Notice:
-    """One notification sent (or waiting to be sent) to one handler on behalf of one held attach."""
+    """One notification sent (or waiting to be sent) to one handler on behalf of one held attach; ``handler`` is
+    None for a notification propagated to a primary over a fan-out link (``path`` then names the link)."""
 
     __slots__ = ("held", "handler", "path", "answered")
 
-    def __init__(self, held: HeldAttach, handler: HandlerLink, path: str) -> None:
+    def __init__(self, held: HeldAttach, handler: HandlerLink | None, path: str) -> None:
         self.held = held
         self.handler = handler
         self.path = path
@@ -153,19 +154,29 @@ class HandlerLink(LinkState):
 class HeldAttach(LinkState):
     """A subscribe or fetch attach waiting for the handlers it notified."""
 
-    __slots__ = ("selector", "request", "control", "outstanding", "cancelled_by", "done")
+    __slots__ = ("selector", "request", "control", "outstanding", "cancelled_by", "done", "session", "origin")
 
     def __init__(self, link: Link, conn: ConnectionState, selector: str, request: str, control: TopicControl) -> None:
         super().__init__(link, conn)
         self.control = control
         self.selector = selector
         self.request = request
+        self.session = conn.container_id  # the subscriber's container-id (a propagated one: the first server's)
+        self.origin = control.server_name  # the server the subscribe or fetch reached first
         self.outstanding: list[Notice] = []
         self.cancelled_by: str | None = None  # the handler path that answered cancel
         self.done = False  # closed: the client detached before an answer
 
     def on_end(self, *, abrupt: bool, closed: bool) -> None:
         self.control.held_ended(self)
+
+
+class Upstream(Protocol):
+    """A fan-out link a notification is propagated over (``gateway.fanout_mirror``; answers with ``answer``)."""
+
+    label: str
+
+    def ask(self, notice: Notice) -> None: ...
 
 
 class RemovalJournal(Protocol):
@@ -341,7 +352,7 @@ class TopicControl:
         handler.unsettled.clear()
         handler.waiting.clear()
         for notice in pending:
-            self._answer(notice, proceed=True, why="handler gone")
+            self.answer(notice, proceed=True, why="handler gone")
 
     def handler_flow(self, handler: HandlerLink) -> None:
         """Credit arrived: send the notifications that were waiting for it."""
@@ -360,7 +371,7 @@ class TopicControl:
         delivery.settle()
         if notice is not None:
             cancel = remote == Delivery.REJECTED
-            self._answer(notice, proceed=not cancel, why="rejected" if cancel else "answered")
+            self.answer(notice, proceed=not cancel, why="rejected" if cancel else "answered")
 
     def hold(
         self,
@@ -370,16 +381,28 @@ class TopicControl:
         request: str,
         resume: Callable[[], None],
         cancel: Callable[[str], None],
+        *,
+        local: bool = True,
+        upstream: tuple[Upstream, ...] = (),
+        propagated: tuple[str, str] | None = None,
     ) -> HeldAttach | None:
-        """Notify the handlers for ``selector`` (which selected no topic) and hold the attach until they answer.
+        """Notify the handlers for ``selector`` (``local``: it selected no topic here) and the primaries of the
+        ``upstream`` fan-out links, and hold the attach until they answer. ``propagated`` is (session, server)
+        of a notification a secondary propagated here.
 
-        Returns None when no handler is registered for it: the attach goes ahead at once.
+        Returns None when no handler is registered for it and no link is asked: the attach goes ahead at once.
         """
-        chosen = self.handlers.choose(selector)
-        if not chosen:
+        chosen = self.handlers.choose(selector) if local else []
+        if not chosen and not upstream:
             return None
         held = HeldAttach(link, conn, selector.expression, request, self)
+        if propagated is not None:
+            held.session, held.origin = propagated
         self._resumes[id(held)] = (resume, cancel)
+        for link_up in upstream:
+            notice = Notice(held, None, link_up.label)
+            held.outstanding.append(notice)
+            link_up.ask(notice)
         for notification in chosen:
             notice = Notice(held, notification.handler, notification.path)
             held.outstanding.append(notice)
@@ -420,7 +443,8 @@ class TopicControl:
             notice.answered = True
         self._settle_held(held)
 
-    def _answer(self, notice: Notice, *, proceed: bool, why: str) -> None:
+    def answer(self, notice: Notice, *, proceed: bool, why: str) -> None:
+        """A handler (or, over a fan-out link, a primary) answered a notification."""
         if notice.answered:
             return
         notice.answered = True
@@ -464,9 +488,9 @@ class TopicControl:
             subject="missing-topic",
             properties={
                 "selector": held.selector,
-                "session": held.conn.container_id,
+                "session": held.session,
                 "request": held.request,
-                "server": self.server_name,
+                "server": held.origin,
                 "path": notice.path,
             },
         )
