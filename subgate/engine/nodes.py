@@ -153,9 +153,12 @@ class Queue:
         return min(candidates) - 1 if candidates else -1
 
     # -- input ---------------------------------------------------------------------------------------------
-    def push(self, message: Message, failures: int = 0) -> None:
-        """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging)."""
-        if message.journaled and self.pages.limit and self.pages.leaves_out(message, len(self.waiting)):
+    def push(self, message: Message, failures: int = 0, *, kept: bool = False) -> None:
+        """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging).
+        ``kept``: recovery loads it beyond the first page because its priority overtakes that page (PageWindow)."""
+        if kept:
+            self.pages.kept.add(message.seq)
+        elif message.journaled and self.pages.limit and self.pages.leaves_out(message, self.waiting):
             return
         self._take(message, failures)
         if self.consumers:
@@ -171,16 +174,21 @@ class Queue:
         above ``after`` up to ``reached`` (the read went that far; rows it filtered out are not here)."""
         if not self.pages.answered(after):
             return  # purged meanwhile, or an answer already applied: stale
+        kept = self.pages.kept  # in memory already: their priority overtook the paged messages
+        loaded = 0
         for message, failures in rows:
-            self._take(message, failures)
-        self.pages.advance(len(rows), reached)
+            if not kept or message.seq not in kept:
+                self._take(message, failures)
+                loaded += 1
+        self.pages.advance(loaded, reached)
         if self.consumers:
             self.dispatch()
 
     def _take(self, message: Message, failures: int) -> None:
         if message.journaled:
-            if message.seq > self.pages.last_journaled:
-                self.pages.last_journaled = message.seq
+            pages = self.pages
+            if message.seq > pages.last_journaled and not (pages.kept and message.seq in pages.kept):
+                pages.last_journaled = message.seq
         else:
             self._memory_count += 1
             self._memory_bytes += len(message.raw)

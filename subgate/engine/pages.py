@@ -16,12 +16,21 @@ from subgate.engine.messages import ALL, Message
 
 if TYPE_CHECKING:
     from subgate.engine.nodes import Queue
+    from subgate.engine.waiting import Waiting
+
+
+def overtakes(message: Message, waiting: Waiting) -> bool:
+    """Is ``message``'s priority above every priority waiting in memory (so it goes before all of them)?"""
+    lanes = waiting.lanes
+    return bool(lanes) and min(message.priority, 9) > min(lanes)
 
 
 class PageWindow:
     """The page window of one queue (see the module docstring). ``limit`` 0: everything stays in memory."""
 
-    __slots__ = ("limit", "on_page", "on_browse", "after", "upto", "count", "pending", "last_journaled", "_changed")
+    __slots__ = (
+        "limit", "on_page", "on_browse", "after", "upto", "count", "pending", "last_journaled", "kept", "_changed",
+    )  # fmt: skip
 
     def __init__(self, changed: Callable[[bool], None]) -> None:
         self.limit = 0
@@ -32,7 +41,10 @@ class PageWindow:
         self.upto = 0
         self.count = 0  # messages only in the journal (an estimate after a restart)
         self.pending = False  # a page read is in flight
-        self.last_journaled = 0  # highest journaled sequence taken into memory
+        self.last_journaled = 0  # highest journaled sequence taken into memory (not counting ``kept``)
+        # Journaled messages above ``after`` held in memory anyway: their priority is above every priority in
+        # memory, so they must not wait behind the paged ones. A page read that returns one skips it.
+        self.kept: set[int] = set()
         self._changed = changed  # told when the queue starts (True) and stops (False) paging
 
     @property
@@ -43,10 +55,11 @@ class PageWindow:
         """Every available message up to this sequence is in memory (all of them when not paging)."""
         return self.after if self.after >= 0 else ALL
 
-    def leaves_out(self, message: Message, available: int) -> bool:
+    def leaves_out(self, message: Message, waiting: Waiting) -> bool:
         """True if a journaled message stays in the journal only: the queue is paging and it is newer than every
         message in memory, or the queue holds ``limit`` available messages and it is newer than every journaled
-        message in memory.
+        message in memory. Unless its priority is above every priority waiting in memory (``overtakes``): then it
+        stays in memory (up to ``limit`` such messages more), so priority also orders what is paged out.
 
         A straggler (a transaction's message gets its sequence when sent and arrives at the commit, after later
         ones) inside the paged range stays in the journal too, so it keeps its place: its row was committed
@@ -56,11 +69,16 @@ class PageWindow:
         if self.after >= 0:
             if seq <= self.after:
                 return False  # older than everything paged out: its place is in memory
+            if len(self.kept) < self.limit and overtakes(message, waiting):
+                self.kept.add(seq)
+                return False
             if seq > self.upto:
                 self.upto = seq
             self.count += 1
             return True
-        if seq > self.last_journaled and available >= self.limit:
+        if seq > self.last_journaled and len(waiting) >= self.limit:
+            if len(waiting) < 2 * self.limit and overtakes(message, waiting):
+                return False
             self.start(seq - 1, seq, 1)
             return True
         return False
@@ -74,6 +92,7 @@ class PageWindow:
     def stop(self) -> None:
         was_paging = self.after >= 0
         self.after, self.upto, self.count = -1, 0, 0
+        self.kept.clear()  # a window that starts again starts above every one of them
         if was_paging:
             self._changed(False)
 
@@ -100,6 +119,8 @@ class PageWindow:
             self.stop()
         else:
             self.after = reached
+            if self.kept:
+                self.kept = {seq for seq in self.kept if seq > reached}
 
     def request(self, queue: Queue) -> None:
         """Ask for the next page of ``queue`` unless one is in flight."""

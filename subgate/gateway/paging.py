@@ -169,7 +169,7 @@ class Pager:
         """Start-up: load the first page of a durable queue's backlog (the rest stays in the journal until its
         consumers get there); with ``prefix``, of every topic under the cursor's address (a topic selector's
         subscription). Returns (messages loaded, messages left in the journal)."""
-        from subgate.storage.catalog import backlog, backlog_count  # storage reads belong to start-up only
+        from subgate.storage.catalog import backlog, backlog_count, overtaking  # storage reads: start-up only
 
         limit = self.page_messages if self.page_messages > 0 else None
         loaded = 0
@@ -184,5 +184,12 @@ class Pager:
         else:
             return loaded, 0
         left = backlog_count(session, cursor, last, upto, self.non_durable_after, prefix)
+        lanes = queue.waiting.lanes
+        if lanes and limit is not None:  # what overtakes the first page by priority is in memory too (PageWindow)
+            above = overtaking(session, cursor, last, upto, min(lanes), limit, self.non_durable_after, prefix)
+            for stored in above:
+                if accepts is None or accepts(stored):
+                    queue.push(restored(stored), stored.failures, kept=True)
+                    loaded += 1
         queue.page_from(last, upto, left)
         return loaded, left

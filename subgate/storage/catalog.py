@@ -167,6 +167,24 @@ def backlog_count(
     return count_backlog(session, cursor.id, cursor.address, low, upto, non_durable_after, prefix)
 
 
+def overtaking(
+    session: Session,
+    cursor: CursorRecord,
+    after: int,
+    upto: int,
+    above: int,
+    limit: int,
+    non_durable_after: int = 0,
+    prefix: bool = False,
+) -> list[StoredMessage]:
+    """Up to ``limit`` backlog rows above ``after`` (to ``upto``) with a priority above ``above``, highest priority
+    first: at start-up, what must not wait behind the first page of a paging queue."""
+    stmt = _backlog_stmt(cursor.id, cursor.address, max(after, cursor.low_water), upto, non_durable_after, prefix)
+    stmt = stmt.where(JournalMessage.priority > above).order_by(None)
+    stmt = stmt.order_by(JournalMessage.priority.desc(), JournalMessage.id).limit(limit)
+    return [_stored(row) for row in session.execute(stmt)]
+
+
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:
     """One page of a backlog (``PageRead``), on a connection the caller owns (the journal writer's)."""
     stmt = _backlog_stmt(read.cursor_id, read.address, read.after, read.upto, read.non_durable_after, read.prefix)

@@ -73,3 +73,26 @@ def test_priorities_sent_by_rhea(server):
         consumer = jms.session().consumer(queue)
         got = [consumer.receive().accept().body for _ in SENT]
     assert got == [f"m{entry.split('-')[1]}" for entry in EXPECTED]
+
+
+@pytest.mark.parametrize("restart", ["none", "stop", "kill"])
+def test_priority_also_orders_what_is_paged_out(make_server, store_url, restart):
+    """A queue keeping 10 messages in memory holds 30 of priority 4 (20 of them paged out to the journal): the
+    later 9s and 7s still come first, also after a restart and a kill -9 (engine.pages, "kept")."""
+    server = make_server(store_url, "--page-messages", "10")
+    queue = f"prio-paged-{uuid.uuid4().hex[:8]}"
+    sent = [(f"low{i}", 4) for i in range(30)] + [(f"top{i}", 9) for i in range(5)] + [(f"mid{i}", 7) for i in range(3)]
+    with JmsWire.connect(server.address) as jms:
+        producer = jms.session().producer(queue)
+        for body_text, priority in sent:
+            producer.send(body_text, priority=priority)
+    if restart == "stop":
+        server.stop()
+        server.start()
+    elif restart == "kill":
+        server.kill()
+        server.start()
+    expected = [f"top{i}" for i in range(5)] + [f"mid{i}" for i in range(3)] + [f"low{i}" for i in range(30)]
+    with JmsWire.connect(server.address) as jms:
+        consumer = jms.session().consumer(queue)
+        assert [consumer.receive().accept().body for _ in sent] == expected

@@ -401,3 +401,37 @@ def test_purge_of_a_queue_whose_memory_is_empty_still_moves_the_low_water_mark()
     cursor.acks_since_low_water = 0  # the housekeeping wrote the mark
     assert queue.purge(10) == 2  # 3 and 4, in the journal only
     assert cursor.acks_since_low_water == 1 and queue.depth == 0
+
+
+def test_a_higher_priority_message_is_kept_in_memory_and_not_read_again_from_the_journal():
+    """Priority across paging (engine.pages ``kept``): a 9 arriving while 4s are paged out waits in memory, goes
+    first, and the page read that later returns its row (the journal still has it) does not deliver it twice."""
+    queue, journal = paged_queue(limit=4)
+    publish(queue, journal, *range(1, 11))  # priority 4: 1-4 in memory, 5-10 paged out
+    urgent = Message(11, b"m11", journaled=True, priority=9)
+    journal.rows[11] = urgent
+    queue.push(urgent)
+    publish(queue, journal, 12)  # a 4 after it: paged out as before
+    assert queue.pages.kept == {11} and queue.pages.upto == 12
+    consumer = Consumer()
+    queue.add_consumer(consumer)
+    drain(queue, journal, consumer)
+    assert consumer.seqs == [11, *range(1, 11), 12]
+
+
+def test_only_a_priority_above_everything_in_memory_is_kept():
+    queue, journal = paged_queue(limit=4)
+    for seq, priority in [(1, 7), (2, 4), (3, 4), (4, 4)]:
+        message = Message(seq, b"x", journaled=True, priority=priority)
+        journal.rows[seq] = message
+        queue.push(message)
+    publish(queue, journal, 5)  # starts paging
+    for seq, priority in [(6, 4), (7, 5), (8, 12)]:  # 12 counts as 9
+        message = Message(seq, b"x", journaled=True, priority=priority)
+        journal.rows[seq] = message
+        queue.push(message)
+    assert queue.pages.kept == {7, 8}
+    consumer = Consumer()
+    queue.add_consumer(consumer)
+    drain(queue, journal, consumer)
+    assert consumer.seqs == [8, 1, 7, 2, 3, 4, 5, 6]
