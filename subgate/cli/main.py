@@ -165,11 +165,13 @@ def db() -> None:
 @with_store
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(store: str | None, revision: str) -> None:
-    """Apply migrations up to REVISION."""
-    from subgate.storage.db import upgrade
+    """Apply migrations up to REVISION (a progress bar on stderr, one step per revision)."""
+    from subgate.cli.progress import revisions
+    from subgate.storage.db import pending_revisions, upgrade
 
     url = resolve_store(store)
-    upgrade(url, revision)
+    with revisions(pending_revisions(url, revision)) as step:
+        upgrade(url, revision, step)
     click.echo(f"store {_safe(url)} is at {revision}")
 
 

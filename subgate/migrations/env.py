@@ -24,7 +24,12 @@ def run_migrations_offline() -> None:
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=True,
+        on_version_apply=config.attributes.get("on_version_apply"),  # subgate db upgrade's progress bar
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,27 @@ def schema_status(engine: Engine) -> tuple[str | None, str | None]:
     return current, script.get_current_head()
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head", on_step: Callable[[str], None] | None = None) -> None:
+    """Migrate the store up to ``revision``; ``on_step(revision)`` is told of each revision once applied."""
     from alembic import command
 
-    command.upgrade(alembic_config(url), revision)
+    config = alembic_config(url)
+    if on_step is not None:
+        config.attributes["on_version_apply"] = lambda **kw: on_step(str(kw["step"].up_revision_id))
+    command.upgrade(config, revision)
+
+
+def pending_revisions(url: str, revision: str = "head") -> int:
+    """How many revisions ``upgrade(url, revision)`` would apply."""
+    from alembic.script import ScriptDirectory
+
+    engine = make_engine(url)
+    try:
+        current, _ = schema_status(engine)
+    finally:
+        engine.dispose()
+    script = ScriptDirectory.from_config(alembic_config(url))
+    return sum(1 for _ in script.iterate_revisions(revision, current))
 
 
 def check_schema(url: str, *, migrate: bool) -> None:

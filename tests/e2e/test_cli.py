@@ -61,6 +61,10 @@ def test_serve_refuses_an_unmigrated_store_until_it_is_upgraded(store_url, tmp_p
 
     upgraded = run_subgate("db", "upgrade", "--store", store_url, cwd=tmp_path)
     assert upgraded.returncode == 0, upgraded.stderr
+    assert f"migrated to {head}" in upgraded.stderr  # the progress bar, one step per revision, on stderr
+    assert upgraded.stdout.strip().endswith("is at head")
+    again = run_subgate("db", "upgrade", "--store", store_url, cwd=tmp_path)
+    assert "the store is up to date" in again.stderr
     after = run_subgate("db", "current", "--store", store_url, cwd=tmp_path)
     assert after.stdout.splitlines() == [f"current: {head}", f"head:    {head}"]
 
