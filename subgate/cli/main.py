@@ -1,5 +1,5 @@
-"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal. Each command parses its arguments and
-calls one function."""
+"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal, pipeline. Each command parses its
+arguments and calls one function."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from subgate.cli.options import (
     with_store,
 )
 from subgate.cli.permissions import grants, roles
+from subgate.cli.pipeline import pipeline
 from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
@@ -45,6 +46,7 @@ main.add_command(bookmarks)
 main.add_command(journal)
 main.add_command(publish)
 main.add_command(subscribe)
+main.add_command(pipeline)
 
 
 @main.command()

@@ -1,0 +1,78 @@
+"""The pipeline's jobs: read the store (``readers``), apply the transformations (``lag``, ``audit``), and hand
+back plain rows for the command line to print or write.
+
+Owns each job's wiring and the rows' JSON shape; the rules live in the transformation modules. A job is
+``run_*(spark, store, now)``: the SparkSession and the clock are passed in, so the same job runs in the embedded
+``local[*]`` session, in a test's shared session and under ``spark-submit`` on a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from subgate.pipeline import audit, lag
+from subgate.pipeline.readers import JdbcStore, Snapshot, read_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LagResult:
+    """Rows of ``lag.LAG_COLUMNS`` per consumer and of ``lag.BRANCH_COLUMNS`` per branch, at a journal cut."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+    branches: list[Row]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Rows of ``audit.AUDIT_COLUMNS`` (``gaps`` as ``[first_missing, last_missing]`` pairs, and
+    ``gap_bookmarks`` as ``[before, after]`` pairs beside them), at a journal cut."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+
+
+def collect(df: DataFrame) -> list[Row]:
+    """A frame's rows as plain dicts (nested rows too)."""
+    return [row.asDict(recursive=True) for row in df.collect()]
+
+
+def run_lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2) -> LagResult:
+    tables = read_store(spark, store, partitions)
+    journal = tables.journal.cache()
+    try:
+        consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
+        rows = lag.lag(journal, consumers, tables.acks, now).cache()
+        result = LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
+        rows.unpersist()
+        consumers.unpersist()
+        return result
+    finally:
+        journal.unpersist()
+
+
+def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> AuditResult:
+    tables = read_store(spark, store, partitions)
+    journal = tables.journal.cache()
+    try:
+        rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]
+        return AuditResult(tables.snapshot, rows)
+    finally:
+        journal.unpersist()
+
+
+def audit_json(row: Row) -> Row:
+    """An audit row as ``--json`` prints it: each gap as a ``[first_missing, last_missing]`` pair."""
+    gaps = row["gaps"] or []
+    return {
+        **row,
+        "gaps": [[gap["first_missing"], gap["last_missing"]] for gap in gaps],
+        "gap_bookmarks": [[gap["before"], gap["after"]] for gap in gaps],
+    }

@@ -1,0 +1,161 @@
+"""Reading the store's tables into Spark through its JDBC source: the adapter between the store and the jobs.
+
+Owns the store URL's translation (a SQLAlchemy URL, as ``serve --store`` takes it, to a JDBC URL and driver
+properties), the journal snapshot (``Snapshot``: the highest journal sequence taken once at job start; every read
+of ``messages`` is bounded by it, so a job sees one consistent cut while the server keeps appending), the
+partitioned journal read (on ``id``, the journal sequence) and the small tables. Every frame comes out with the
+column names of ``names`` and the types of ``names.SPARK_TYPES`` on both stores: SQLite is read with a
+``customSchema`` (its driver's type guesses are wrong) and its text timestamps are cast in Spark, with the session
+time zone in UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import make_url
+
+from subgate.pipeline import names as n
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
+
+class UnsupportedStore(ValueError):
+    """A store URL the pipeline cannot read (neither a SQLite file nor PostgreSQL)."""
+
+
+@dataclass(frozen=True)
+class JdbcStore:
+    """Where the store is, for Spark: a JDBC URL and the connection properties (driver, user, password)."""
+
+    url: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sqlite(self) -> bool:
+        return self.url.startswith("jdbc:sqlite:")
+
+
+def jdbc_store(store_url: str) -> JdbcStore:
+    """The JDBC form of a SQLAlchemy store URL (``sqlite:////abs/file.db``, ``postgresql+psycopg://u:p@h:5432/db``)."""
+    url = make_url(store_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise UnsupportedStore(f"the pipeline reads a SQLite file, not {store_url!r}")
+        return JdbcStore(f"jdbc:sqlite:{url.database}", {"driver": "org.sqlite.JDBC"})
+    if backend == "postgresql":
+        host = url.host or "localhost"
+        port = f":{url.port}" if url.port else ""
+        properties = {"driver": "org.postgresql.Driver", "user": url.username or ""}
+        if url.password is not None:
+            properties["password"] = str(url.password)
+        return JdbcStore(f"jdbc:postgresql://{host}{port}/{url.database or ''}", properties)
+    raise UnsupportedStore(f"the pipeline reads SQLite and PostgreSQL stores, not {backend!r} ({store_url!r})")
+
+
+def _reader(spark: SparkSession, store: JdbcStore) -> DataFrameReader:
+    reader = spark.read.format("jdbc").option("url", store.url).option("fetchsize", "10000")
+    for key, value in store.properties.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def _select(table: str) -> str:
+    return f"(SELECT {', '.join(n.TABLES[table])} FROM {table}) AS t"
+
+
+def _typed(df: DataFrame, table: str) -> DataFrame:
+    """The columns of ``table`` in the order of ``names.TABLES``, with the types of ``names.SPARK_TYPES``."""
+    from pyspark.sql import functions as F
+
+    types = n.SPARK_TYPES[table]
+    stamps = n.TIMESTAMP_COLUMNS.get(table, ())
+    columns = []
+    for column in n.TABLES[table]:
+        value = F.col(column)
+        # SQLite's text times (with or without a fraction) cast to timestamps in the session's zone (UTC).
+        columns.append(value.cast("timestamp").alias(column) if column in stamps else value.cast(types[column]))
+    return df.select(*columns)
+
+
+def read_table(spark: SparkSession, store: JdbcStore, table: str) -> DataFrame:
+    """A small table (positions, subscriptions, publishers), whole."""
+    reader = _reader(spark, store).option("dbtable", _select(table))
+    if store.sqlite:
+        reader = reader.option("customSchema", _custom_schema(table))
+    return _typed(reader.load(), table)
+
+
+def _custom_schema(table: str) -> str:
+    return ", ".join(f"{column} {kind}" for column, kind in n.SPARK_TYPES[table].items())
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The journal's extent at job start: its lowest and highest sequence (0, 0 when it is empty)."""
+
+    first_id: int
+    last_id: int
+
+    @property
+    def empty(self) -> bool:
+        return self.last_id == 0
+
+
+def take_snapshot(spark: SparkSession, store: JdbcStore) -> Snapshot:
+    """Read the journal's lowest and highest sequence once; the jobs read nothing above the highest."""
+    query = f"SELECT min({n.ID}) AS lo, max({n.ID}) AS hi FROM {n.MESSAGES}"
+    reader = _reader(spark, store).option("query", query)
+    if store.sqlite:
+        reader = reader.option("customSchema", "lo BIGINT, hi BIGINT")
+    row = reader.load().collect()[0]
+    return Snapshot(int(row["lo"] or 0), int(row["hi"] or 0))
+
+
+def read_journal(spark: SparkSession, store: JdbcStore, snapshot: Snapshot, partitions: int = 2) -> DataFrame:
+    """The journal rows ``snapshot.first_id..last_id`` (payloads left out), read in ``partitions`` ranges of ``id``.
+
+    The bounds only split the range (the first and last partitions are open-ended), so the cut is also a filter,
+    which the store applies."""
+    from pyspark.sql import functions as F
+
+    reader = (
+        _reader(spark, store)
+        .option("dbtable", _select(n.MESSAGES))
+        .option("partitionColumn", n.ID)
+        .option("lowerBound", str(snapshot.first_id))
+        .option("upperBound", str(max(snapshot.last_id, snapshot.first_id + 1)))
+        .option("numPartitions", str(max(1, partitions)))
+    )
+    if store.sqlite:
+        reader = reader.option("customSchema", _custom_schema(n.MESSAGES))
+    df = reader.load().where((F.col(n.ID) >= snapshot.first_id) & (F.col(n.ID) <= snapshot.last_id))
+    return _typed(df, n.MESSAGES)
+
+
+@dataclass(frozen=True)
+class StoreTables:
+    """What the lag and audit jobs read: the journal up to the snapshot, and the small tables whole."""
+
+    snapshot: Snapshot
+    journal: DataFrame
+    cursors: DataFrame
+    acks: DataFrame
+    subscriptions: DataFrame
+    publishers: DataFrame
+
+
+def read_store(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> StoreTables:
+    """Take the snapshot, then describe every table the jobs read (Spark reads them when a job runs)."""
+    snapshot = take_snapshot(spark, store)
+    return StoreTables(
+        snapshot,
+        read_journal(spark, store, snapshot, partitions),
+        read_table(spark, store, n.ACK_CURSORS),
+        read_table(spark, store, n.ACKS),
+        read_table(spark, store, n.SUBSCRIPTIONS),
+        read_table(spark, store, n.PUBLISHERS),
+    )
