@@ -76,7 +76,7 @@ def spark_for(store_url: str, master: str) -> Iterator[tuple[SparkSession, JdbcS
     from subgate.pipeline.session import start_session
 
     running = SparkSession.getActiveSession()
-    spark = start_session(SessionSettings(master=master))
+    spark = running or start_session(SessionSettings(master=master))
     try:
         yield spark, store
     finally:

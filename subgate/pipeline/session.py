@@ -37,9 +37,13 @@ def jar_for(jdbc_url: str) -> str:
     return SQLITE_JAR if jdbc_url.startswith("jdbc:sqlite:") else POSTGRES_JAR
 
 
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
 def missing_requirement(jdbc_url: str | None = None) -> str | None:
     """What is missing for a pipeline run (one line), or None when pyspark, Java and the store's driver are there."""
-    if importlib.util.find_spec("pyspark") is None:
+    if not _installed("pyspark"):
         return "the pipeline needs PySpark: pip install 'subgate[pipeline]'"
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home, "bin", "java") if java_home else shutil.which("java")
