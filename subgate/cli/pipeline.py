@@ -1,9 +1,10 @@
-"""``subgate pipeline lag|audit``: the Spark jobs over the store (``subgate.pipeline``), from the command line.
+"""``subgate pipeline lag|audit|export``: the Spark jobs over the store (``subgate.pipeline``), from the command line.
 
 Parses the options, checks that pyspark, Java and the store's JDBC driver are installed (one line saying what to
 install when not), starts the SparkSession (``--master``, default ``local[*]``), runs one job with a progress
 report on stderr, and prints its rows: a JSON array with ``--json``, tables otherwise; ``--out DIR`` also writes
-them there as JSON files. pyspark is imported only here, inside the commands: the broker never loads it.
+them there as JSON files (for ``export``, DIR is where the Parquet dataset is kept). ``--from-parquet DIR`` runs
+lag or audit on the export's journal. pyspark is imported only here, inside the commands: the broker never loads it.
 """
 
 from __future__ import annotations
@@ -122,7 +123,28 @@ def _table(columns: Sequence[str], rows: list[Row], right: Sequence[str]) -> Non
 
 @click.group("pipeline")
 def pipeline() -> None:
-    """Spark jobs over the store: who is behind (lag), did publishers lose or repeat messages (audit)."""
+    """Spark jobs over the store: who is behind (lag), did publishers lose or repeat messages (audit), the journal
+    as Parquet (export)."""
+
+
+from_parquet = click.option(
+    "--from-parquet",
+    "parquet",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Read the journal from the Parquet export in DIR ('pipeline export --out DIR'); the rest from the store.",
+)
+
+
+def _dataset(parquet: Path | None) -> str | None:
+    if parquet is None:
+        return None
+    from subgate.pipeline.export import DATASET
+
+    dataset = parquet / DATASET
+    if not dataset.is_dir():
+        raise click.ClickException(f"no Parquet export in {parquet} (run 'subgate pipeline export --out {parquet}')")
+    return str(dataset)
 
 
 LAG_SHOWN = (
@@ -140,13 +162,25 @@ LAG_RIGHT = ("backlog", "oldest_unaccepted_age_s", "in_last_hour", "out_last_hou
 
 @pipeline.command("lag")
 @job_options
-def lag_command(store: str | None, master: str, out: Path | None, partitions: int, as_json: bool, quiet: bool) -> None:
+@from_parquet
+def lag_command(
+    store: str | None,
+    master: str,
+    out: Path | None,
+    partitions: int,
+    as_json: bool,
+    quiet: bool,
+    parquet: Path | None,
+) -> None:
     """Backlog, oldest unaccepted age and messages in/out over the last hour, per durable subscription and queue,
     and totals per topic branch."""
     from subgate.pipeline.jobs import run_lag
 
     now = datetime.now(UTC)
-    result = _run_job(lambda spark, jdbc: run_lag(spark, jdbc, now, partitions), store, master, quiet or as_json)
+    dataset = _dataset(parquet)
+    result = _run_job(
+        lambda spark, jdbc: run_lag(spark, jdbc, now, partitions, dataset), store, master, quiet or as_json
+    )
     _write(out, "lag", result.rows)
     _write(out, "lag_branches", result.branches)
     if as_json:
@@ -169,13 +203,21 @@ AUDIT_RIGHT = ("count", "first_seq", "last_seq", "duplicates", "out_of_order")
 
 @pipeline.command("audit")
 @job_options
+@from_parquet
 def audit_command(
-    store: str | None, master: str, out: Path | None, partitions: int, as_json: bool, quiet: bool
+    store: str | None,
+    master: str,
+    out: Path | None,
+    partitions: int,
+    as_json: bool,
+    quiet: bool,
+    parquet: Path | None,
 ) -> None:
     """Per publisher id: count, first and last seq, the gaps in its seqs, duplicates and out-of-order rows."""
     from subgate.pipeline.jobs import run_audit
 
-    result = _run_job(lambda spark, jdbc: run_audit(spark, jdbc, partitions), store, master, quiet or as_json)
+    dataset = _dataset(parquet)
+    result = _run_job(lambda spark, jdbc: run_audit(spark, jdbc, partitions, dataset), store, master, quiet or as_json)
     _write(out, "audit", result.rows)
     if as_json:
         click.echo(json.dumps(result.rows, indent=2))
@@ -192,3 +234,24 @@ def _gaps_text(gaps: list[list[int]]) -> str:
     if not gaps:
         return "-"
     return ",".join(str(a) if a == b else f"{a}..{b}" for a, b in gaps)
+
+
+@pipeline.command("export")
+@job_options
+def export_command(
+    store: str | None, master: str, out: Path | None, partitions: int, as_json: bool, quiet: bool
+) -> None:
+    """Append the journal rows not exported yet to Parquet in --out DIR (DIR/journal, partitioned by topic and
+    UTC day), up to the journal's end when the run starts."""
+    if out is None:
+        raise click.UsageError("export needs --out DIR (where the Parquet dataset is kept)")
+    from subgate.pipeline.export import export_journal
+
+    target = out
+    result = _run_job(lambda spark, jdbc: export_journal(spark, jdbc, target, partitions), store, master, quiet)
+    if as_json:
+        click.echo(json.dumps(result.as_json(), indent=2))
+    elif result.rows:
+        click.echo(f"exported {result.rows} journal rows (#{result.from_id}..#{result.to_id}) to {result.path}")
+    else:
+        click.echo(f"nothing new to export: {result.path} holds the journal up to #{result.to_id}")

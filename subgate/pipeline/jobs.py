@@ -1,8 +1,8 @@
-"""The pipeline's jobs: read the store (``readers``), apply the transformations (``lag``, ``audit``), and hand
-back plain rows for the command line to print or write.
+"""The pipeline's lag and audit jobs: read the store (``readers``: the journal by JDBC or from the Parquet export),
+apply the transformations (``lag``, ``audit``), and hand back plain rows for the command line to print or write.
 
 Owns each job's wiring and the rows' JSON shape; the rules live in the transformation modules. A job is
-``run_*(spark, store, now)``: the SparkSession and the clock are passed in, so the same job runs in the embedded
+``run_*(spark, store, ...)``: the SparkSession and the clock are passed in, so the same job runs in the embedded
 ``local[*]`` session, in a test's shared session and under ``spark-submit`` on a cluster.
 """
 
@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from subgate.pipeline import audit, lag
-from subgate.pipeline.readers import JdbcStore, Snapshot, read_store
+from subgate.pipeline.readers import JdbcStore, Snapshot, StoreTables, read_store, read_store_with_parquet
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,8 +44,18 @@ def collect(df: DataFrame) -> list[Row]:
     return [row.asDict(recursive=True) for row in df.collect()]
 
 
-def run_lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2) -> LagResult:
-    tables = read_store(spark, store, partitions)
+def _tables(spark: SparkSession, store: JdbcStore, partitions: int, parquet: str | None) -> StoreTables:
+    """The journal from the store (JDBC), or from the Parquet export at ``parquet``; the small tables from the
+    store either way."""
+    if parquet is not None:
+        return read_store_with_parquet(spark, store, parquet)
+    return read_store(spark, store, partitions)
+
+
+def run_lag(
+    spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
+) -> LagResult:
+    tables = _tables(spark, store, partitions, parquet)
     journal = tables.journal.cache()
     try:
         consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
@@ -58,8 +68,8 @@ def run_lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: in
         journal.unpersist()
 
 
-def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> AuditResult:
-    tables = read_store(spark, store, partitions)
+def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2, parquet: str | None = None) -> AuditResult:
+    tables = _tables(spark, store, partitions, parquet)
     journal = tables.journal.cache()
     try:
         rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]

@@ -21,6 +21,12 @@ TS = "ts"
 DURABLE = "durable"
 SIZE = "size"
 MESSAGE_COLUMNS = (ID, ADDRESS, NODE_KIND, PUBLISHER_ID, PUBLISHER_SEQ, BOOKMARK, TS, DURABLE, SIZE)
+EXPIRES_AT = "expires_at"
+DELIVER_AT = "deliver_at"
+PRIORITY = "priority"
+PAYLOAD = "payload"  # the message as received (AMQP bytes)
+EXPORT_COLUMNS = (*MESSAGE_COLUMNS, EXPIRES_AT, DELIVER_AT, PRIORITY, PAYLOAD)
+"""What the Parquet export keeps of each journal row: every column."""
 
 # -- positions (``AckCursor``, ``Ack``) --------------------------------------------------------------------------
 ACK_CURSORS = "ack_cursors"
@@ -71,6 +77,10 @@ SPARK_TYPES: dict[str, dict[str, str]] = {
         TS: "STRING",
         DURABLE: "BOOLEAN",
         SIZE: "BIGINT",
+        EXPIRES_AT: "STRING",
+        DELIVER_AT: "STRING",
+        PRIORITY: "INT",
+        PAYLOAD: "BINARY",
     },
     ACK_CURSORS: {ID: "BIGINT", OWNER_KIND: "STRING", OWNER: "STRING", ADDRESS: "STRING", LOW_WATER: "BIGINT"},
     ACKS: {CURSOR_ID: "BIGINT", MESSAGE_ID: "BIGINT"},
@@ -85,5 +95,5 @@ SPARK_TYPES: dict[str, dict[str, str]] = {
     },
     PUBLISHERS: {PUBLISHER_ID: "STRING", LAST_SEQ: "BIGINT"},
 }
-TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {MESSAGES: (TS,)}
+TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {MESSAGES: (TS, EXPIRES_AT, DELIVER_AT)}
 """Columns SQLite holds as text (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC) that the reader casts to timestamps."""

@@ -63,18 +63,18 @@ def _reader(spark: SparkSession, store: JdbcStore) -> DataFrameReader:
     return reader
 
 
-def _select(table: str) -> str:
-    return f"(SELECT {', '.join(n.TABLES[table])} FROM {table}) AS t"
+def _select(table: str, columns: tuple[str, ...]) -> str:
+    return f"(SELECT {', '.join(columns)} FROM {table}) AS t"
 
 
-def _typed(df: DataFrame, table: str) -> DataFrame:
-    """The columns of ``table`` in the order of ``names.TABLES``, with the types of ``names.SPARK_TYPES``."""
+def _typed(df: DataFrame, table: str, wanted: tuple[str, ...]) -> DataFrame:
+    """The columns ``wanted`` of ``table``, in that order, with the types of ``names.SPARK_TYPES``."""
     from pyspark.sql import functions as F
 
     types = n.SPARK_TYPES[table]
     stamps = n.TIMESTAMP_COLUMNS.get(table, ())
     columns = []
-    for column in n.TABLES[table]:
+    for column in wanted:
         value = F.col(column)
         # SQLite's text times (with or without a fraction) cast to timestamps in the session's zone (UTC).
         columns.append(value.cast("timestamp").alias(column) if column in stamps else value.cast(types[column]))
@@ -83,14 +83,15 @@ def _typed(df: DataFrame, table: str) -> DataFrame:
 
 def read_table(spark: SparkSession, store: JdbcStore, table: str) -> DataFrame:
     """A small table (positions, subscriptions, publishers), whole."""
-    reader = _reader(spark, store).option("dbtable", _select(table))
+    columns = n.TABLES[table]
+    reader = _reader(spark, store).option("dbtable", _select(table, columns))
     if store.sqlite:
-        reader = reader.option("customSchema", _custom_schema(table))
-    return _typed(reader.load(), table)
+        reader = reader.option("customSchema", _custom_schema(table, columns))
+    return _typed(reader.load(), table, columns)
 
 
-def _custom_schema(table: str) -> str:
-    return ", ".join(f"{column} {kind}" for column, kind in n.SPARK_TYPES[table].items())
+def _custom_schema(table: str, columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{column} {n.SPARK_TYPES[table][column]}" for column in columns)
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,15 @@ def take_snapshot(spark: SparkSession, store: JdbcStore) -> Snapshot:
     return Snapshot(int(row["lo"] or 0), int(row["hi"] or 0))
 
 
-def read_journal(spark: SparkSession, store: JdbcStore, snapshot: Snapshot, partitions: int = 2) -> DataFrame:
-    """The journal rows ``snapshot.first_id..last_id`` (payloads left out), read in ``partitions`` ranges of ``id``.
+def read_journal(
+    spark: SparkSession,
+    store: JdbcStore,
+    snapshot: Snapshot,
+    partitions: int = 2,
+    columns: tuple[str, ...] = n.MESSAGE_COLUMNS,
+) -> DataFrame:
+    """The journal rows ``snapshot.first_id..last_id`` (``columns``: by default what the jobs read, no payloads),
+    read in ``partitions`` ranges of ``id``.
 
     The bounds only split the range (the first and last partitions are open-ended), so the cut is also a filter,
     which the store applies."""
@@ -124,16 +132,16 @@ def read_journal(spark: SparkSession, store: JdbcStore, snapshot: Snapshot, part
 
     reader = (
         _reader(spark, store)
-        .option("dbtable", _select(n.MESSAGES))
+        .option("dbtable", _select(n.MESSAGES, columns))
         .option("partitionColumn", n.ID)
         .option("lowerBound", str(snapshot.first_id))
         .option("upperBound", str(max(snapshot.last_id, snapshot.first_id + 1)))
         .option("numPartitions", str(max(1, partitions)))
     )
     if store.sqlite:
-        reader = reader.option("customSchema", _custom_schema(n.MESSAGES))
+        reader = reader.option("customSchema", _custom_schema(n.MESSAGES, columns))
     df = reader.load().where((F.col(n.ID) >= snapshot.first_id) & (F.col(n.ID) <= snapshot.last_id))
-    return _typed(df, n.MESSAGES)
+    return _typed(df, n.MESSAGES, columns)
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,42 @@ def read_store(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> St
     return StoreTables(
         snapshot,
         read_journal(spark, store, snapshot, partitions),
+        read_table(spark, store, n.ACK_CURSORS),
+        read_table(spark, store, n.ACKS),
+        read_table(spark, store, n.SUBSCRIPTIONS),
+        read_table(spark, store, n.PUBLISHERS),
+    )
+
+
+# -- the Parquet export (``export``) as the journal's source -----------------------------------------------------
+def parquet_schema(columns: tuple[str, ...] = n.EXPORT_COLUMNS) -> str:
+    """The export's schema: the journal's columns with their Spark types, then the partition columns."""
+    types = {**n.SPARK_TYPES[n.MESSAGES], **{column: "TIMESTAMP" for column in n.TIMESTAMP_COLUMNS[n.MESSAGES]}}
+    return ", ".join([f"{column} {types[column]}" for column in columns] + ["topic STRING", "day DATE"])
+
+
+def read_parquet(spark: SparkSession, dataset: str) -> DataFrame:
+    """The exported journal at ``dataset`` (``DIR/journal``), every column, partition columns typed as written
+    (a topic named ``2026`` stays a string)."""
+    return spark.read.schema(parquet_schema()).parquet(dataset)
+
+
+def parquet_snapshot(journal: DataFrame) -> Snapshot:
+    from pyspark.sql import functions as F
+
+    row = journal.agg(F.min(n.ID).alias("lo"), F.max(n.ID).alias("hi")).collect()[0]
+    return Snapshot(int(row["lo"] or 0), int(row["hi"] or 0))
+
+
+def read_store_with_parquet(spark: SparkSession, store: JdbcStore, dataset: str) -> StoreTables:
+    """The journal from the Parquet export (up to what it holds, its cut), the small tables from the store."""
+    from pyspark.sql import functions as F
+
+    exported = read_parquet(spark, dataset)
+    snapshot = parquet_snapshot(exported)
+    return StoreTables(
+        snapshot,
+        exported.where(F.col(n.ID) <= snapshot.last_id).select(*n.MESSAGE_COLUMNS),
         read_table(spark, store, n.ACK_CURSORS),
         read_table(spark, store, n.ACKS),
         read_table(spark, store, n.SUBSCRIPTIONS),

@@ -5,7 +5,8 @@ Real publishers number their messages (``x-opt-publisher-id``/``seq``): ``feed-g
 server. A durable subscriber accepts some messages out of order and holds the rest, a global shared durable
 subscription takes nothing, and a queue consumer accepts two of four. Once the store holds those positions, the
 commands run (in this process, on the test run's shared SparkSession; and once as a child process with its own
-Spark) and their JSON is compared whole with what was published and accepted.
+Spark) and their JSON is compared whole with what was published and accepted; then the journal is exported to
+Parquet and lag and audit from the export give the same answer.
 """
 
 from __future__ import annotations
@@ -155,6 +156,15 @@ def test_lag_and_audit_on_what_a_server_journaled(make_server, store_url, spark,
         {"publisher_id": jobs_id, "numbered": "server", "count": 4, "first_seq": queue_rows[0]["id"],
          "last_seq": queue_rows[-1]["id"], "gaps": [], "duplicates": 0, "out_of_order": 0, "gap_bookmarks": []},
     ]  # fmt: skip
+    exported = pipeline_json("export", "--store", store_url, "--out", str(tmp_path / "export"))
+    assert (exported["rows"], exported["from_id"], exported["to_id"]) == (len(rows), rows[0]["id"], rows[-1]["id"])
+    parquet = ("--store", store_url, "--from-parquet", str(tmp_path / "export"))
+    from_parquet = pipeline_json("lag", *parquet)
+    for row in from_parquet:
+        assert row.pop("oldest_unaccepted_age_s") is not None and row.pop("low_water") >= 0
+    assert from_parquet == lag
+    assert pipeline_json("audit", *parquet) == audit
+
     table = CliRunner().invoke(main, ["pipeline", "audit", "--store", store_url], catch_exceptions=False)
     assert table.exit_code == 0, table.output
     lines = [line.split() for line in table.stdout.splitlines()]

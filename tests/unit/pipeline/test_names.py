@@ -21,8 +21,13 @@ def test_every_table_and_column_the_pipeline_reads_is_in_the_models(table):
 
 
 @pytest.mark.parametrize("table", sorted(names.TABLES))
-def test_every_column_read_has_a_spark_type(table):
-    assert set(names.SPARK_TYPES[table]) == set(names.TABLES[table])
+def test_every_column_read_has_a_spark_type_and_every_typed_column_is_in_the_models(table):
+    assert set(names.TABLES[table]) <= set(names.SPARK_TYPES[table])
+    assert set(names.SPARK_TYPES[table]) <= set(Base.metadata.tables[table].columns.keys())
+
+
+def test_the_export_keeps_every_column_of_the_journal():
+    assert set(names.EXPORT_COLUMNS) == set(Base.metadata.tables[names.MESSAGES].columns.keys())
 
 
 def test_the_timestamp_columns_are_datetimes_in_the_models():
