@@ -1,4 +1,5 @@
-"""``subgate pipeline lag|audit|export``: the Spark jobs over the store (``subgate.pipeline``), from the command line.
+"""``subgate pipeline lag|audit|retention|export``: the Spark jobs over the store (``subgate.pipeline``), from the
+command line.
 
 Parses the options, checks that pyspark, Java and the store's JDBC driver are installed (one line saying what to
 install when not), starts the SparkSession (``--master``, default ``local[*]``), runs one job with a progress
@@ -255,3 +256,65 @@ def export_command(
         click.echo(f"exported {result.rows} journal rows (#{result.from_id}..#{result.to_id}) to {result.path}")
     else:
         click.echo(f"nothing new to export: {result.path} holds the journal up to #{result.to_id}")
+
+
+PLAN_SHOWN = ("topic", "kind", "consumers", "rows", "bytes", "delete_through", "free_rows", "free_bytes")
+
+
+def _retention_ms(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
+    from subgate.mapping.retention import DurationError, parse_duration_ms
+
+    try:
+        return parse_duration_ms(value)
+    except DurationError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@pipeline.command("retention")
+@job_options
+@from_parquet
+@click.option(
+    "--retention",
+    "retention_ms",
+    default="7d",
+    show_default=True,
+    callback=_retention_ms,
+    help="How long the journal keeps rows for replay (as 'serve --retention').",
+)
+def retention_command(
+    store: str | None,
+    master: str,
+    out: Path | None,
+    partitions: int,
+    as_json: bool,
+    quiet: bool,
+    parquet: Path | None,
+    retention_ms: int,
+) -> None:
+    """Per topic and queue: the journal sequence up to which every row is older than the retention period and
+    accepted by every queue and durable subscription, with the rows and bytes that frees. Deletes nothing: with
+    --out DIR it writes DIR/retention-plan.json, which 'subgate journal compact --plan FILE' applies."""
+    from subgate.pipeline.jobs import run_retention
+
+    now = datetime.now(UTC)
+    dataset = _dataset(parquet)
+    result = _run_job(
+        lambda spark, jdbc: run_retention(spark, jdbc, now, retention_ms, partitions, dataset),
+        store,
+        master,
+        quiet or as_json,
+    )
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "retention-plan.json").write_text(json.dumps(result.plan, indent=2) + "\n")
+    if as_json:
+        click.echo(json.dumps(result.rows, indent=2))
+        return
+    if not result.rows:
+        click.echo("the journal is empty")
+        return
+    _table(PLAN_SHOWN, result.rows, PLAN_SHOWN[2:])
+    freed = sum(row["free_rows"] for row in result.rows), sum(row["free_bytes"] for row in result.rows)
+    click.echo(f"\n{freed[0]} rows ({freed[1]} bytes) may be deleted; journal read up to #{result.snapshot.last_id}")
+    if out is not None:
+        click.echo(f"plan written to {out / 'retention-plan.json'}")

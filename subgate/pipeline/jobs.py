@@ -9,10 +9,10 @@ Owns each job's wiring and the rows' JSON shape; the rules live in the transform
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from subgate.pipeline import audit, lag
+from subgate.pipeline import audit, lag, retention
 from subgate.pipeline.readers import JdbcStore, Snapshot, StoreTables, read_store, read_store_with_parquet
 
 if TYPE_CHECKING:
@@ -85,4 +85,56 @@ def audit_json(row: Row) -> Row:
         **row,
         "gaps": [[gap["first_missing"], gap["last_missing"]] for gap in gaps],
         "gap_bookmarks": [[gap["before"], gap["after"]] for gap in gaps],
+    }
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    """Rows of ``retention.PLAN_COLUMNS`` per address, and the plan ``subgate journal compact --plan`` applies."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+    plan: dict[str, Any]
+
+
+def run_retention(
+    spark: SparkSession,
+    store: JdbcStore,
+    now: datetime,
+    retention_ms: int,
+    partitions: int = 2,
+    parquet: str | None = None,
+) -> RetentionResult:
+    tables = _tables(spark, store, partitions, parquet)
+    journal = tables.journal.cache()
+    try:
+        cursors = collect(tables.cursors)
+        consumers = lag.consumers(tables.subscriptions, tables.cursors)
+        cutoff = now - timedelta(milliseconds=retention_ms)
+        rows = collect(retention.retention_plan(journal, consumers, tables.acks, cutoff))
+    finally:
+        journal.unpersist()
+    return RetentionResult(tables.snapshot, rows, compaction_plan(tables.snapshot, now, retention_ms, cursors, rows))
+
+
+def compaction_plan(
+    snapshot: Snapshot, now: datetime, retention_ms: int, cursors: list[Row], rows: list[Row]
+) -> dict[str, Any]:
+    """The plan file: what may be deleted per address, and the positions it was computed from (the store's
+    cursors then: ``journal compact`` refuses the plan when one was created since or set back)."""
+    return {
+        "plan": "subgate-journal-compaction",
+        "version": 1,
+        "created_at": now.isoformat().replace("+00:00", "Z"),
+        "retention_ms": retention_ms,
+        "journal_cut": snapshot.last_id,
+        "cursors": [
+            {"id": c["id"], "owner": c["owner"], "address": c["address"], "low_water": c["low_water"]}
+            for c in sorted(cursors, key=lambda c: c["id"])
+        ],
+        "delete": [
+            {"topic": r["topic"], "kind": r["kind"], "through": r["delete_through"], "rows": r["free_rows"]}
+            for r in rows
+            if r["delete_through"] is not None
+        ],
     }

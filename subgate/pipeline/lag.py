@@ -85,9 +85,10 @@ def _seconds_before(now: datetime, column: str) -> Column:
     return ((F.lit(now_us) - F.unix_micros(F.col(column))) / F.lit(1_000_000.0)).cast("double")
 
 
-def backlog_rows(journal: DataFrame, consumer: DataFrame, acks: DataFrame) -> DataFrame:
-    """Each consumer's backlog rows: ``cursor_id``, the journal ``id`` and its ``ts``."""
-    rows = journal.where(F.col(n.DURABLE)).select(n.ID, n.ADDRESS, n.TS).alias("m")
+def backlog_rows(journal: DataFrame, consumer: DataFrame, acks: DataFrame, *, persistent: bool = True) -> DataFrame:
+    """Each consumer's backlog rows: ``cursor_id``, the journal ``id`` and its ``ts``; with ``persistent`` False,
+    its non-persistent rows too."""
+    rows = (journal.where(F.col(n.DURABLE)) if persistent else journal).select(n.ID, n.ADDRESS, n.TS).alias("m")
     cons = consumer.select(n.CURSOR_ID, "topic", "low_water").alias("k")
     above = rows.join(
         cons, (F.col(f"m.{n.ADDRESS}") == F.col("k.topic")) & (F.col(f"m.{n.ID}") > F.col("k.low_water"))
