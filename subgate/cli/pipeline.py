@@ -40,7 +40,11 @@ def job_options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_envvar=True,
             help="SQLAlchemy URL of the store (default: the one 'serve' uses, SQLite file subgate.db here).",
         ),
-        click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+        click.option(
+            "--master",
+            default=None,
+            help="Spark master URL (default: local[*], an embedded Spark; under spark-submit, its --master).",
+        ),
         click.option(
             "--out",
             type=click.Path(file_okay=False, path_type=Path),
@@ -58,7 +62,7 @@ def job_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def spark_for(store_url: str, master: str) -> Iterator[tuple[SparkSession, JdbcStore]]:
+def spark_for(store_url: str, master: str | None) -> Iterator[tuple[SparkSession, JdbcStore]]:
     """The SparkSession and the store's JDBC form; one click error line when something is missing. A session
     that was already running (a test's) is left running."""
     from subgate.pipeline.readers import UnsupportedStore, jdbc_store
@@ -75,9 +79,11 @@ def spark_for(store_url: str, master: str) -> Iterator[tuple[SparkSession, JdbcS
         raise click.ClickException(missing)
     from pyspark.sql import SparkSession
 
-    from subgate.pipeline.session import start_session
+    from subgate.pipeline.session import start_session, under_spark_submit
 
     running = SparkSession.getActiveSession()
+    if master is None and not under_spark_submit():
+        master = "local[*]"
     spark = running or start_session(SessionSettings(master=master))
     try:
         yield spark, store
@@ -86,7 +92,7 @@ def spark_for(store_url: str, master: str) -> Iterator[tuple[SparkSession, JdbcS
             spark.stop()
 
 
-def _run_job(job: Callable[[SparkSession, JdbcStore], Any], store: str | None, master: str, quiet: bool) -> Any:
+def _run_job(job: Callable[[SparkSession, JdbcStore], Any], store: str | None, master: str | None, quiet: bool) -> Any:
     from subgate.pipeline.progress import stage_progress
 
     with spark_for(resolve_store(store), master) as (spark, jdbc), stage_progress(spark, quiet=quiet):
@@ -166,7 +172,7 @@ LAG_RIGHT = ("backlog", "oldest_unaccepted_age_s", "in_last_hour", "out_last_hou
 @from_parquet
 def lag_command(
     store: str | None,
-    master: str,
+    master: str | None,
     out: Path | None,
     partitions: int,
     as_json: bool,
@@ -207,7 +213,7 @@ AUDIT_RIGHT = ("count", "first_seq", "last_seq", "duplicates", "out_of_order")
 @from_parquet
 def audit_command(
     store: str | None,
-    master: str,
+    master: str | None,
     out: Path | None,
     partitions: int,
     as_json: bool,
@@ -240,7 +246,7 @@ def _gaps_text(gaps: list[list[int]]) -> str:
 @pipeline.command("export")
 @job_options
 def export_command(
-    store: str | None, master: str, out: Path | None, partitions: int, as_json: bool, quiet: bool
+    store: str | None, master: str | None, out: Path | None, partitions: int, as_json: bool, quiet: bool
 ) -> None:
     """Append the journal rows not exported yet to Parquet in --out DIR (DIR/journal, partitioned by topic and
     UTC day), up to the journal's end when the run starts."""
@@ -283,7 +289,7 @@ def _retention_ms(_ctx: click.Context, _param: click.Parameter, value: str) -> i
 )
 def retention_command(
     store: str | None,
-    master: str,
+    master: str | None,
     out: Path | None,
     partitions: int,
     as_json: bool,
@@ -318,3 +324,7 @@ def retention_command(
     click.echo(f"\n{freed[0]} rows ({freed[1]} bytes) may be deleted; journal read up to #{result.snapshot.last_id}")
     if out is not None:
         click.echo(f"plan written to {out / 'retention-plan.json'}")
+
+
+if __name__ == "__main__":  # spark-submit ... subgate/cli/pipeline.py lag --store URL (docs/pipeline.md)
+    pipeline(prog_name="subgate pipeline")

@@ -61,7 +61,7 @@ class SessionSettings:
     """How to start the session: ``master`` (``local[*]``, ``spark://HOST:PORT``...), the scratch directory, and
     the test-only JVM flags (C1 compiler only, serial GC: a faster start on tiny data, slower long jobs)."""
 
-    master: str = "local[*]"
+    master: str | None = "local[*]"  # None: the master spark-submit was given
     app_name: str = "subgate-pipeline"
     shuffle_partitions: int = 4
     driver_memory: str = "2g"
@@ -79,8 +79,15 @@ def _java_options(settings: SessionSettings) -> str:
     return " ".join(options)
 
 
+def under_spark_submit() -> bool:
+    """Whether this Python process was started by ``spark-submit`` (its JVM is already running, with the
+    master and the jars the command line gave)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def start_session(settings: SessionSettings) -> SparkSession:
-    """A SparkSession with the pipeline's settings (or the running one: JVM settings only apply to the first)."""
+    """A SparkSession with the pipeline's settings (or the running one: JVM settings only apply to the first).
+    Under ``spark-submit`` the JVM is already up: its master stands unless ``settings.master`` names one."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -90,7 +97,9 @@ def start_session(settings: SessionSettings) -> SparkSession:
         settings.scratch.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("SPARK_LOCAL_DIRS", str(settings.scratch))
     jars = ",".join(str(JAR_DIR / jar) for jar in JAR_PACKAGES if (JAR_DIR / jar).exists())
-    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.master is not None:
+        builder = builder.master(settings.master)
     config = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -104,7 +113,7 @@ def start_session(settings: SessionSettings) -> SparkSession:
         "spark.executor.extraLibraryPath": JNI_DIR,
         "spark.jars": jars,
     }
-    if settings.master.startswith("local"):
+    if settings.master is not None and settings.master.startswith("local"):
         config.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     if settings.scratch is not None:
         config["spark.sql.warehouse.dir"] = str(settings.scratch / "warehouse")
