@@ -1,5 +1,5 @@
-"""``subgate pipeline lag|audit|retention|export``: the Spark jobs over the store (``subgate.pipeline``), from the
-command line.
+"""``subgate pipeline lag|audit|retention|export|report``: the Spark jobs over the store (``subgate.pipeline``),
+from the command line.
 
 Parses the options, checks that pyspark, Java and the store's JDBC driver are installed (one line saying what to
 install when not), starts the SparkSession (``--master``, default ``local[*]``), runs one job with a progress
@@ -324,6 +324,38 @@ def retention_command(
     click.echo(f"\n{freed[0]} rows ({freed[1]} bytes) may be deleted; journal read up to #{result.snapshot.last_id}")
     if out is not None:
         click.echo(f"plan written to {out / 'retention-plan.json'}")
+
+
+@pipeline.command("report")
+@job_options
+@from_parquet
+def report_command(
+    store: str | None,
+    master: str | None,
+    out: Path | None,
+    partitions: int,
+    as_json: bool,
+    quiet: bool,
+    parquet: Path | None,
+) -> None:
+    """One self-contained HTML page with charts (backlog per subscription, gaps per publisher, journal rows and
+    bytes per topic and day), written to --out DIR/report.html."""
+    if out is None:
+        raise click.UsageError("report needs --out DIR (where report.html is written)")
+    from subgate.pipeline.jobs import run_report
+
+    now = datetime.now(UTC)
+    dataset = _dataset(parquet)
+    snapshot, page = _run_job(
+        lambda spark, jdbc: run_report(spark, jdbc, now, partitions, dataset), store, master, quiet or as_json
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.html"
+    path.write_text(page)
+    if as_json:
+        click.echo(json.dumps({"path": str(path), "journal_cut": snapshot.last_id}))
+    else:
+        click.echo(f"report written to {path} (journal read up to #{snapshot.last_id})")
 
 
 if __name__ == "__main__":  # spark-submit ... subgate/cli/pipeline.py lag --store URL (docs/pipeline.md)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from subgate.pipeline import audit, lag, retention
+from subgate.pipeline import audit, lag, report, retention, volume
 from subgate.pipeline.readers import JdbcStore, Snapshot, StoreTables, read_store, read_store_with_parquet
 
 if TYPE_CHECKING:
@@ -138,3 +138,20 @@ def compaction_plan(
             if r["delete_through"] is not None
         ],
     }
+
+
+def run_report(
+    spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
+) -> tuple[Snapshot, str]:
+    """The HTML page of ``report``: lag, audit and the journal's volume per topic and day, from one read."""
+    tables = _tables(spark, store, partitions, parquet)
+    journal = tables.journal.cache()
+    try:
+        consumers = lag.consumers(tables.subscriptions, tables.cursors)
+        lag_rows = collect(lag.lag(journal, consumers, tables.acks, now))
+        audit_rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]
+        volume_rows = collect(volume.volume(journal))
+    finally:
+        journal.unpersist()
+    page = report.render(lag_rows, audit_rows, volume_rows, generated=now, cut=tables.snapshot.last_id)
+    return tables.snapshot, page

@@ -6,13 +6,17 @@ server. A durable subscriber accepts some messages out of order and holds the re
 subscription takes nothing, and a queue consumer accepts two of four. Once the store holds those positions, the
 commands run (in this process, on the test run's shared SparkSession; and once as a child process with its own
 Spark) and their JSON is compared whole with what was published and accepted; then the journal is exported to
-Parquet and lag and audit from the export give the same answer.
+Parquet and lag and audit from the export give the same answer, and the HTML report, opened in headless
+Chromium, shows its charts.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,6 +30,7 @@ from subgate.storage.db import make_engine
 from subgate.storage.models import JournalMessage
 from tests.support.amqp import Capabilities, SharedDurable, connect, receiver, sender
 from tests.support.cli import run_subgate
+from tests.support.png import pixels
 from tests.support.polling import eventually
 
 TOPIC = "pl/prices"
@@ -173,5 +178,30 @@ def test_lag_and_audit_on_what_a_server_journaled(make_server, store_url, spark,
         child = run_subgate("pipeline", "audit", "--json", "--store", store_url, cwd=tmp_path, timeout=240)
         assert child.returncode == 0, child.stderr
         assert json.loads(child.stdout) == audit
+        check_report(store_url, tmp_path / "report")
     for conn in [*holding, publishers]:
         conn.close()
+
+
+BAR_COLOURS = {"backlog": (0x3B, 0x6F, 0xB6), "gaps": (0xC2, 0x54, 0x2D), "volume": (0x4B, 0x9A, 0x5F)}
+
+
+def check_report(store_url: str, out: Path) -> None:
+    """``report`` writes one self-contained page; headless Chromium's screenshot of it shows each chart's bars."""
+    made = pipeline_json("report", "--store", store_url, "--out", str(out))
+    page = Path(made["path"]).read_text()
+    assert "<script" not in page and "http://" not in page and "https://" not in page  # nothing fetched
+    for title in ("Backlog per subscription and queue", "Missing seqs (gaps) per publisher", "Journal rows per topic"):
+        assert title in page
+    assert page.count("<svg") == 5 and "app1/s-accept on pl/prices" in page and "feed-gap|3|" in page
+    shot = out / "report.png"
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "headless Chromium is needed (scripts/install-test-deps installs the Debian package chromium)"
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={out / 'chromium'}",
+         "--window-size=1100,1600", f"--screenshot={shot}", Path(made["path"]).as_uri()],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    seen = pixels(shot)
+    for chart, colour in BAR_COLOURS.items():
+        assert seen[colour] > 500, f"the {chart} chart's bars are not in the screenshot"

@@ -84,3 +84,15 @@ def test_export_appends_only_new_rows_and_the_jobs_answer_the_same_from_it(spark
     audited = run_audit(spark, store)
     assert run_audit(spark, store, parquet=dataset) == audited
     assert audited.rows[0]["gaps"] == [[3, 3], [6, 8]]
+
+
+def test_volume_counts_rows_and_bytes_per_topic_and_utc_day(spark):
+    from subgate.pipeline.volume import volume
+
+    rows = journal(spark, message(1, "a", ts=MIDNIGHT), message(2, "a", ts=NEXT_DAY), message(3, "a", ts=NEXT_DAY))
+    expected = spark.createDataFrame(
+        [("a", "topic", MIDNIGHT.date(), 1, 100), ("a", "topic", NEXT_DAY.date(), 2, 200)],
+        "topic STRING, kind STRING, day DATE, rows BIGINT, bytes BIGINT",
+    )
+    assertDataFrameEqual(volume(rows), expected, checkRowOrder=True)
+    assertDataFrameEqual(volume(journal(spark)), spark.createDataFrame([], expected.schema))
