@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from subgate.pipeline import names as n
 
@@ -40,7 +41,10 @@ class JdbcStore:
 
 def jdbc_store(store_url: str) -> JdbcStore:
     """The JDBC form of a SQLAlchemy store URL (``sqlite:////abs/file.db``, ``postgresql+psycopg://u:p@h:5432/db``)."""
-    url = make_url(store_url)
+    try:
+        url = make_url(store_url)
+    except ArgumentError as exc:
+        raise UnsupportedStore(f"the store URL {store_url!r} is not a SQLAlchemy URL") from exc
     backend = url.get_backend_name()
     if backend == "sqlite":
         if not url.database or url.database == ":memory:":

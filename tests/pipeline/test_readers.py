@@ -101,3 +101,5 @@ def test_store_urls_become_jdbc_urls():
         jdbc_store("sqlite://")
     with pytest.raises(UnsupportedStore):
         jdbc_store("mysql://x@y/z")
+    with pytest.raises(UnsupportedStore):
+        jdbc_store("not a url")
