@@ -55,17 +55,16 @@ def _tables(spark: SparkSession, store: JdbcStore, partitions: int, parquet: str
 def run_lag(
     spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
 ) -> LagResult:
+    """One pass over the journal (only the columns the plan needs are read); the small result is kept for the
+    branch totals."""
     tables = _tables(spark, store, partitions, parquet)
-    journal = tables.journal.cache()
+    consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
+    rows = lag.lag(tables.journal, consumers, tables.acks, now).cache()
     try:
-        consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
-        rows = lag.lag(journal, consumers, tables.acks, now).cache()
-        result = LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
+        return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
+    finally:
         rows.unpersist()
         consumers.unpersist()
-        return result
-    finally:
-        journal.unpersist()
 
 
 def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2, parquet: str | None = None) -> AuditResult:

@@ -98,36 +98,43 @@ def backlog_rows(journal: DataFrame, consumer: DataFrame, acks: DataFrame, *, pe
 
 
 def lag(journal: DataFrame, consumer: DataFrame, acks: DataFrame, now: datetime) -> DataFrame:
-    """One row per consumer (``LAG_COLUMNS``), sorted by kind, topic, name and client-id."""
-    waiting = (
-        backlog_rows(journal, consumer, acks)
-        .groupBy(n.CURSOR_ID)
-        .agg(F.count(F.lit(1)).alias("backlog"), F.min(n.TS).alias("oldest"))
-    )
-    since = now - HOUR
-    recent = journal.where(F.col(n.DURABLE) & (F.col(n.TS) > F.lit(since)) & (F.col(n.TS) <= F.lit(now)))
-    arrived = (
-        recent.alias("m")
-        .join(consumer.alias("k"), F.col(f"m.{n.ADDRESS}") == F.col("k.topic"))
-        .groupBy(F.col(f"k.{n.CURSOR_ID}").alias(n.CURSOR_ID))
-        .agg(F.count(F.lit(1)).alias("in_last_hour"))
-    )
-    waiting_recent = (
-        backlog_rows(recent, consumer, acks).groupBy(n.CURSOR_ID).agg(F.count(F.lit(1)).alias("recent_backlog"))
-    )
-    out = (
-        consumer.join(waiting, n.CURSOR_ID, "left")
-        .join(arrived, n.CURSOR_ID, "left")
-        .join(waiting_recent, n.CURSOR_ID, "left")
+    """One row per consumer (``LAG_COLUMNS``), sorted by kind, topic, name and client-id.
+
+    One pass: each consumer's persistent rows (above its mark, or of the last hour), marked with its accepts, then
+    one aggregation per consumer."""
+    recent = (F.col(n.TS) > F.lit(now - HOUR)) & (F.col(n.TS) <= F.lit(now))
+    rows = journal.where(F.col(n.DURABLE)).select(n.ID, n.ADDRESS, n.TS).alias("m")
+    cons = consumer.select(n.CURSOR_ID, "topic", "low_water").alias("k")
+    paired = (
+        rows.join(cons, F.col(f"m.{n.ADDRESS}") == F.col("k.topic"))
         .select(
-            *consumer.columns,
-            F.coalesce(F.col("backlog"), F.lit(0)).cast("long").alias("backlog"),
-            _seconds_before(now, "oldest").alias("oldest_unaccepted_age_s"),
-            F.coalesce(F.col("in_last_hour"), F.lit(0)).cast("long").alias("in_last_hour"),
-            (F.coalesce(F.col("in_last_hour"), F.lit(0)) - F.coalesce(F.col("recent_backlog"), F.lit(0)))
-            .cast("long")
-            .alias("out_last_hour"),
+            F.col(f"k.{n.CURSOR_ID}").alias(n.CURSOR_ID),
+            F.col(f"m.{n.ID}").alias(n.ID),
+            F.col(f"m.{n.TS}").alias(n.TS),
+            (F.col(f"m.{n.ID}") > F.col("k.low_water")).alias("above"),
         )
+        .where(F.col("above") | recent)
+    )
+    accepted = acks.select(F.col(n.CURSOR_ID), F.col(n.MESSAGE_ID).alias(n.ID), F.lit(True).alias("acked"))
+    waiting = F.col("above") & F.col("acked").isNull()
+    per_consumer = (
+        paired.join(accepted, [n.CURSOR_ID, n.ID], "left")
+        .groupBy(n.CURSOR_ID)
+        .agg(
+            F.count(F.when(waiting, F.lit(1))).alias("backlog"),
+            F.min(F.when(waiting, F.col(n.TS))).alias("oldest"),
+            F.count(F.when(recent, F.lit(1))).alias("in_last_hour"),
+            F.count(F.when(recent & waiting, F.lit(1))).alias("recent_backlog"),
+        )
+    )
+    out = consumer.join(per_consumer, n.CURSOR_ID, "left").select(
+        *consumer.columns,
+        F.coalesce(F.col("backlog"), F.lit(0)).cast("long").alias("backlog"),
+        _seconds_before(now, "oldest").alias("oldest_unaccepted_age_s"),
+        F.coalesce(F.col("in_last_hour"), F.lit(0)).cast("long").alias("in_last_hour"),
+        (F.coalesce(F.col("in_last_hour"), F.lit(0)) - F.coalesce(F.col("recent_backlog"), F.lit(0)))
+        .cast("long")
+        .alias("out_last_hour"),
     )
     return out.select(*LAG_COLUMNS).orderBy("kind", "topic", "name", F.col("client_id").asc_nulls_first())
 
