@@ -130,8 +130,8 @@ def _table(columns: Sequence[str], rows: list[Row], right: Sequence[str]) -> Non
 
 @click.group("pipeline")
 def pipeline() -> None:
-    """Spark jobs over the store: who is behind (lag), did publishers lose or repeat messages (audit), the journal
-    as Parquet (export)."""
+    """Spark jobs over the store: who is behind (lag), did publishers lose or repeat messages (audit), what may be
+    deleted (retention), the journal as Parquet (export), charts on one page (report)."""
 
 
 from_parquet = click.option(
