@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from subgate.pipeline import names as n
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 AUDIT_COLUMNS = (
     "publisher_id",
@@ -41,25 +41,44 @@ PUBLISHER = "publisher"
 SERVER = "server"
 
 
-def gap_rows(journal: DataFrame) -> DataFrame:
-    """One row per gap (``GAP_COLUMNS``): seqs ``first_missing..last_missing`` of ``publisher_id`` are missing
-    between the rows with bookmarks ``before`` and ``after``."""
-    distinct = journal.groupBy(n.PUBLISHER_ID, n.PUBLISHER_SEQ).agg(F.min(n.BOOKMARK).alias(n.BOOKMARK))
+def _seqs(journal: DataFrame) -> DataFrame:
+    """Each publisher's distinct seqs in order: ``copies`` (rows with it), its bookmark, and the previous seq
+    and bookmark (null for the first)."""
+    distinct = journal.groupBy(n.PUBLISHER_ID, n.PUBLISHER_SEQ).agg(
+        F.count(F.lit(1)).alias("copies"), F.min(n.BOOKMARK).alias(n.BOOKMARK)
+    )
     order = Window.partitionBy(n.PUBLISHER_ID).orderBy(n.PUBLISHER_SEQ)
-    paired = distinct.select(
+    return distinct.select(
         n.PUBLISHER_ID,
         n.PUBLISHER_SEQ,
+        "copies",
         n.BOOKMARK,
         F.lag(n.PUBLISHER_SEQ).over(order).alias("previous"),
         F.lag(n.BOOKMARK).over(order).alias("before"),
     )
-    return paired.where(F.col(n.PUBLISHER_SEQ) - F.col("previous") > 1).select(
-        n.PUBLISHER_ID,
+
+
+def _after_a_gap() -> Column:
+    return F.col(n.PUBLISHER_SEQ) - F.col("previous") > 1
+
+
+def gap_rows(journal: DataFrame) -> DataFrame:
+    """One row per gap (``GAP_COLUMNS``): seqs ``first_missing..last_missing`` of ``publisher_id`` are missing
+    between the rows with bookmarks ``before`` and ``after``."""
+    return (
+        _seqs(journal)
+        .where(_after_a_gap())
+        .select(n.PUBLISHER_ID, *_gap_fields(), F.col(n.BOOKMARK).alias("after"))
+        .select(*GAP_COLUMNS)
+    )
+
+
+def _gap_fields() -> list[Column]:
+    return [
         (F.col("previous") + 1).alias("first_missing"),
         (F.col(n.PUBLISHER_SEQ) - 1).alias("last_missing"),
-        "before",
-        F.col(n.BOOKMARK).alias("after"),
-    )
+        F.col("before"),
+    ]
 
 
 def out_of_order_rows(journal: DataFrame) -> DataFrame:
@@ -71,38 +90,36 @@ def out_of_order_rows(journal: DataFrame) -> DataFrame:
 
 def audit(journal: DataFrame, publishers: DataFrame) -> DataFrame:
     """One row per publisher id (``AUDIT_COLUMNS``), sorted by id; ``gaps`` is an array of structs
-    (``first_missing``, ``last_missing``, ``before``, ``after``) in seq order."""
-    summary = journal.groupBy(n.PUBLISHER_ID).agg(
-        F.count(F.lit(1)).alias("count"),
-        F.min(n.PUBLISHER_SEQ).alias("first_seq"),
-        F.max(n.PUBLISHER_SEQ).alias("last_seq"),
-        F.count_distinct(n.PUBLISHER_SEQ).alias("distinct_seqs"),
-    )
-    marked = publishers.select(n.PUBLISHER_ID, F.lit(True).alias("has_mark"))
-    gaps = (
-        gap_rows(journal)
+    (``first_missing``, ``last_missing``, ``before``, ``after``) in seq order.
+
+    Counts and gaps come from one pass over each publisher's distinct seqs; the out-of-order rows from one pass
+    in journal order."""
+    gap = F.struct(*_gap_fields(), F.col(n.BOOKMARK).alias("after"))
+    summary = (
+        _seqs(journal)
         .groupBy(n.PUBLISHER_ID)
         .agg(
-            F.sort_array(
-                F.collect_list(F.struct("first_missing", "last_missing", "before", "after")),
-            ).alias("gaps")
+            F.sum("copies").alias("count"),
+            F.min(n.PUBLISHER_SEQ).alias("first_seq"),
+            F.max(n.PUBLISHER_SEQ).alias("last_seq"),
+            F.sum(F.col("copies") - 1).alias("duplicates"),
+            F.sort_array(F.collect_list(F.when(_after_a_gap(), gap))).alias("gaps"),
         )
     )
+    marked = publishers.select(n.PUBLISHER_ID, F.lit(True).alias("has_mark"))
     disorder = out_of_order_rows(journal).groupBy(n.PUBLISHER_ID).agg(F.count(F.lit(1)).alias("out_of_order"))
-    by_publisher = summary.join(marked, n.PUBLISHER_ID, "left")
-    numbered_by_publisher = F.col("has_mark").isNotNull()
-    empty = F.array().cast(gaps.schema["gaps"].dataType)
+    empty = F.array().cast(summary.schema["gaps"].dataType)
     return (
-        by_publisher.join(gaps, n.PUBLISHER_ID, "left")
+        summary.join(marked, n.PUBLISHER_ID, "left")
         .join(disorder, n.PUBLISHER_ID, "left")
         .select(
             n.PUBLISHER_ID,
-            F.when(numbered_by_publisher, F.lit(PUBLISHER)).otherwise(F.lit(SERVER)).alias("numbered"),
+            F.when(F.col("has_mark").isNotNull(), F.lit(PUBLISHER)).otherwise(F.lit(SERVER)).alias("numbered"),
             F.col("count").cast("long").alias("count"),
             "first_seq",
             "last_seq",
-            F.when(numbered_by_publisher, F.coalesce(F.col("gaps"), empty)).otherwise(empty).alias("gaps"),
-            (F.col("count") - F.col("distinct_seqs")).cast("long").alias("duplicates"),
+            F.when(F.col("has_mark").isNotNull(), F.col("gaps")).otherwise(empty).alias("gaps"),
+            F.col("duplicates").cast("long").alias("duplicates"),
             F.coalesce(F.col("out_of_order"), F.lit(0)).cast("long").alias("out_of_order"),
         )
         .orderBy(n.PUBLISHER_ID)
