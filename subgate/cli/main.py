@@ -1,5 +1,5 @@
-"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal, pipeline. Each command parses its
-arguments and calls one function."""
+"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal, queues, connections, status,
+pipeline. Each command parses its arguments and calls one function."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import click
 
 from subgate.cli.bookmarks import bookmarks
 from subgate.cli.client_commands import publish, subscribe
+from subgate.cli.connections import connections
 from subgate.cli.journal import journal
 from subgate.cli.logs import FORMATS, configure_logging
+from subgate.cli.management import ManagementClient
 from subgate.cli.options import (
     ConfigError,
     ListenAddress,
@@ -23,10 +25,13 @@ from subgate.cli.options import (
 )
 from subgate.cli.permissions import grants, roles
 from subgate.cli.pipeline import pipeline
+from subgate.cli.queues import queues
 from subgate.cli.serve_options import settings_options, settings_values
+from subgate.cli.status import status
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
+from subgate.mapping.address_settings import AddressSettingsError, parse_entries
 from subgate.mapping.branch_modes import BranchModeError, parse_journal_branches, parse_publisher_modes
 from subgate.mapping.retention import DurationError, parse_duration_ms
 
@@ -46,6 +51,9 @@ main.add_command(bookmarks)
 main.add_command(journal)
 main.add_command(publish)
 main.add_command(subscribe)
+main.add_command(queues)
+main.add_command(connections)
+main.add_command(status)
 main.add_command(pipeline)
 
 
@@ -109,16 +117,16 @@ def serve(
         parse_journal_branches(settings.journal_branches)
         parse_publisher_modes(settings.publisher_modes)
         parse_duration_ms(settings.retention)
+        parse_entries(settings.address_settings, settings.wildcard_delimiter)
         if settings.http:
             split_address(settings.http)
-    except (BranchModeError, DurationError) as exc:
+    except (BranchModeError, DurationError, AddressSettingsError) as exc:
         raise ConfigError(str(exc)) from exc
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
-        raise ConfigError(str(exc)) from exc
     try:
         with store_cli_errors(settings.store_url):
-            code = run_server(settings, migrate=migrate)
+            code = run_server(settings, migrate=migrate, management=ManagementClient)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)

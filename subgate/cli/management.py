@@ -4,10 +4,11 @@ The protocol, in the AMQP Management 1.0 style:
 
 * request: a message to ``$management`` whose ``reply_to`` is the address of a dynamic receiver this client
   attached, whose ``id`` is a fresh string, and whose application properties hold ``operation`` (``QUERY``,
-  ``READ``, ``CREATE``, ``DELETE``, ``RELOAD``), ``type`` (``subscription``, ``topic``, ``permissions``,
-  ``bookmark``, ``journal``) and the operation's arguments (``name``, ``client-id`` or ``global``=True,
-  ``topic``, ``selector``). Requests have no body. The types are described in ``gateway.management``,
-  ``gateway.topic_admin`` and ``gateway.store_reports``.
+  ``READ``, ``CREATE``, ``DELETE``, ``RELOAD``, ``PURGE``), ``type`` (``subscription``, ``topic``,
+  ``permissions``, ``bookmark``, ``journal``, ``queue``, ``connection``, ``server``) and the operation's
+  arguments (``name``, ``client-id`` or ``global``=True, ``topic``, ``selector``, ``limit``, ``id``). Requests have
+  no body. The types are described in ``gateway.management``,
+  ``gateway.topic_admin``, ``gateway.store_reports`` and ``gateway.server_admin``.
 * response: a message whose ``correlation_id`` is the request's id, with application properties ``statusCode``
   (200 OK, 204 deleted, 400 bad request, 403 forbidden, 404 not found, 409 conflict, 500 internal, 501 unknown
   operation) and ``statusDescription``; the body is the result (a list of maps for QUERY, a map for READ).
@@ -203,6 +204,38 @@ class ManagementClient:
 
     def reload_permissions(self) -> None:
         self.request("RELOAD", "permissions", {})
+
+    # -- queues, connections, the server (gateway.server_admin) ------------------------------------------------
+    def query_queues(self) -> list[dict[str, Any]]:
+        return self._query_list("queue")
+
+    def read_queue(self, name: str) -> dict[str, Any]:
+        return self._read_map("queue", {"name": name})
+
+    def purge_queue(self, name: str, limit: int | None = None) -> dict[str, Any]:
+        """Discard up to ``limit`` waiting messages (all without it); returns ``{purged, depth}``."""
+        arguments: dict[str, Any] = {"name": name}
+        if limit is not None:
+            arguments["limit"] = limit
+        body = self.request("PURGE", "queue", arguments).body
+        if not isinstance(body, dict):
+            raise ManagementUnavailable(f"PURGE answered with {type(body).__name__}, not a map")
+        return _plain_map(body)
+
+    def query_connections(self) -> list[dict[str, Any]]:
+        return self._query_list("connection")
+
+    def close_connection(self, number: int) -> None:
+        self.request("DELETE", "connection", {"id": number})
+
+    def read_server(self) -> dict[str, Any]:
+        return self._read_map("server", {})
+
+    def _query_list(self, type_: str) -> list[dict[str, Any]]:
+        body = self.request("QUERY", type_, {}).body
+        if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+            raise ManagementUnavailable(f"QUERY answered with {type(body).__name__}, not a list of maps")
+        return [_plain_map(item) for item in body]
 
     # -- internals --------------------------------------------------------------------------------------------
     def _probe(self) -> None:

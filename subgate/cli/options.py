@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from subgate.mapping.address_settings import table_to_text
 from subgate.storage.db import default_store_url
 
 if TYPE_CHECKING:
@@ -87,6 +88,19 @@ def _check_config(ctx: click.Context, path: str, values: dict[str, Any]) -> None
                 raise ConfigError(f"{path}: bad value for {param.name!r}: {exc.message}") from exc
 
 
+def _flat(value: Any) -> Any:
+    """A list setting may be a TOML array or the flag's comma-separated text (journal_branches, ...); a table of
+    tables (``[address_settings."orders.#"]``) becomes the flag's PATTERN:key=value;key=value text."""
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):
+        try:
+            return table_to_text(value)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return value
+
+
 def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
     """Eager callback: check the TOML file and put its values into the command's default map."""
     if not path:
@@ -102,10 +116,7 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [subgate] must be a table")
     # A list setting (journal_branches, publisher_modes, ...) may be a TOML array or the flag's comma-separated text.
-    values = {
-        str(key).replace("-", "_"): ",".join(map(str, value)) if isinstance(value, list) else value
-        for key, value in section.items()
-    }
+    values = {str(key).replace("-", "_"): _flat(value) for key, value in section.items()}
     _check_config(ctx, path, values)
     defaults = dict(ctx.default_map or {})
     defaults.update(values)

@@ -219,10 +219,10 @@ def _refusals() -> Iterator[None]:
 
 
 @contextmanager
-def running_server(target: Target) -> Iterator[ManagementClient | None]:
+def running_server(target: Target, *, store_fallback: bool = True) -> Iterator[ManagementClient | None]:
     """A management client of the server that owns the store, or of ``--server`` when none does (cli.owner);
     None (said on stderr) when no server owns the store and nothing listens at ``--server``, so the caller can
-    use the store instead."""
+    use the store instead (``store_fallback`` False: a caller that cannot, and does not say it will)."""
     explicit = (target.host, target.port) if target.explicit else None
     try:
         decision = decide(explicit, store_owner(target.store))
@@ -241,7 +241,8 @@ def running_server(target: Target) -> Iterator[ManagementClient | None]:
                 f"the store {_safe(target.store)} is in use by {decision.owner.describe()}, but nothing answers "
                 "there; not changing the store behind a running server (retry when it answers, or stop it)"
             ) from exc
-        click.echo(f"server not reachable at {target.server}; using the store {_safe(target.store)}", err=True)
+        using = f"; using the store {_safe(target.store)}" if store_fallback else ""
+        click.echo(f"server not reachable at {target.server}{using}", err=True)
         yield None
         return
     except ManagementUnavailable as exc:

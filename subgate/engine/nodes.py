@@ -34,6 +34,7 @@ from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Send
 from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
 from subgate.engine.pages import PageWindow
 from subgate.engine.waiting import Waiting
+from subgate.mapping.address_settings import DEFAULTS, EXPIRED, MAX_DELIVERY_ATTEMPTS, REJECTED, AddressSettings
 from subgate.mapping.outcomes import Settlement
 
 _MAX_HELD_PASSED = 1000  # messages waiting for their group's owner that one dispatch walks past
@@ -71,6 +72,11 @@ class Queue:
         self.on_schedule: Callable[[int], None] | None = None  # asks the gateway for a timer at that ms
         self.expired_count = 0
         self.dead_count = 0
+        # Dead letters and expiry (mapping.address_settings): ``on_move(queue, message, reason)`` takes a message
+        # to its dead letter or expiry address; until ``moved`` it stays held here (delivered, to low_water).
+        self.address = name  # what the address settings match and x-opt-ORIG-ADDRESS names (a topic's name)
+        self.address_settings: AddressSettings = DEFAULTS
+        self.on_move: Callable[[Queue, Message, str], None] | None = None
         # Paging (see the module docstring): limit 0 (the default) keeps everything in memory.
         self.on_paging: Callable[[bool], None] | None = None  # told when the queue starts (True) and stops paging
         self.pages = PageWindow(lambda started: self.on_paging(started) if self.on_paging is not None else None)
@@ -114,10 +120,6 @@ class Queue:
     def paging(self) -> bool:
         """Some of this queue's messages are in the journal only."""
         return self.pages.paging
-
-    @property
-    def available(self) -> int:
-        return len(self.waiting)
 
     @property
     def memory_held(self) -> tuple[int, int]:
@@ -195,10 +197,6 @@ class Queue:
         # one: ``Waiting.append`` notes it, and low_water() then looks at every waiting message.
         self.waiting.append(message)
 
-    def next_due(self) -> int | None:
-        """When the earliest held (delayed) message becomes deliverable, if any."""
-        return self._scheduled[0][0] if self._scheduled else None
-
     def release_scheduled(self, now: int | None = None) -> int | None:
         """Make due scheduled messages available; returns the next due time, if any."""
         now = now_ms() if now is None else now
@@ -242,8 +240,7 @@ class Queue:
                 now = now or now_ms()
                 if message.expires <= now:
                     waiting.pop(message)
-                    self.expired_count += 1
-                    self._discard(message)
+                    self._expire(message)
                     continue
             if idle >= count:
                 if not declined:
@@ -308,17 +305,54 @@ class Queue:
         if settlement.remove:
             if settlement.dead_letter:
                 self.dead_count += 1
+                if not recorded and self.on_move is not None:
+                    self._outstanding[message.seq] = message  # held until moved (as below)
+                    self.on_move(self, message, REJECTED)
+                    return
             self._discard(message, record=not recorded)
             return
+        wait = 0
         if settlement.failed:
             failures = self._failures.get(message.seq, 0) + 1
             self._failures[message.seq] = failures
+            if self.on_move is not None and self.address_settings.gives_up(failures):
+                self.dead_count += 1
+                self._outstanding[message.seq] = message  # held until moved (as below)
+                self.on_move(self, message, MAX_DELIVERY_ATTEMPTS)
+                return
             if message.journaled and self.cursor is not None:
                 self.cursor.failed(message.seq, failures)
+            wait = self.address_settings.redelivery_wait(failures)
         if settlement.exclude_consumer and consumer is not None:
             self._declined.setdefault(message.seq, set()).add(id(consumer))
+        if wait:  # redelivery delay: back once it has passed
+            until = now_ms() + wait
+            heapq.heappush(self._scheduled, (until, message.seq, message))
+            if self.on_schedule is not None:
+                self.on_schedule(until)
+            return
         self.waiting.give_back(message)
         self.dispatch()
+
+    def moved(self, message: Message, *, recorded: bool, failed: bool = False) -> None:
+        """A message handed to ``on_move`` is on its new address (``recorded``: the journal has its removal from
+        here already, in the move's own database transaction), or was dropped; or, ``failed``, its move could not
+        be committed and it stays here, available again."""
+        if self._outstanding.pop(message.seq, None) is None:
+            return
+        if failed:
+            self.waiting.give_back(message)
+            self.dispatch()
+        else:
+            self._discard(message, record=not recorded)
+
+    def _expire(self, message: Message) -> None:
+        self.expired_count += 1
+        if self.on_move is not None and self.address_settings.expiry_address:
+            self._outstanding[message.seq] = message  # held until moved
+            self.on_move(self, message, EXPIRED)
+        else:
+            self._discard(message)
 
     def discard_delivered(self, message: Message) -> None:
         """A pre-settled delivery: the message is gone as soon as it is sent."""
@@ -342,16 +376,29 @@ class Queue:
 
     def expire_due(self, now: int | None = None) -> int:
         """Drop expired messages that are waiting (not delivered); returns how many."""
-        expired = self.waiting.expire(now_ms() if now is None else now, self._discard)
-        self.expired_count += expired
-        return expired
+        return self.waiting.expire(now_ms() if now is None else now, self._expire)
 
-    def purge(self) -> None:
-        """Discard everything waiting (not what is out for delivery)."""
-        for message in self.waiting.drain() + [m for _, _, m in self._scheduled]:
+    def purge(self, limit: int | None = None) -> int:
+        """Discard what waits (not what is out for delivery): scheduled messages, then available ones, at most
+        ``limit`` of them (None: all); once nothing waits in memory, the journal-only ones too (paging stops,
+        and the cursor's low-water mark is written past them at the next pass). Returns how many went."""
+        if limit is None:
+            chosen = [m for _, _, m in self._scheduled] + self.waiting.drain()
+            self._scheduled.clear()
+        else:
+            chosen = [heapq.heappop(self._scheduled)[2] for _ in range(min(limit, len(self._scheduled)))]
+            while len(chosen) < limit and (message := self.waiting.peek()) is not None:
+                self.waiting.pop(message)
+                chosen.append(message)
+        for message in chosen:
             self._discard(message)
-        self._scheduled.clear()
+        if self._scheduled or len(self.waiting):
+            return len(chosen)
+        paged = self.pages.count
+        if paged and self.cursor is not None:
+            self.cursor.acks_since_low_water += 1
         self.pages.stop()
+        return len(chosen) + paged
 
 
 class Topic:

@@ -173,12 +173,8 @@ class JournalStatsRead:
 
 @dataclass(frozen=True, slots=True)
 class MetricsRead:
-    """The metrics endpoint's periodic visit to the store (``storage.store_metrics``): a write probe (the store
-    accepts a write) and, when ``figures``, every durable subscription's backlog (as ``BookmarkRead`` counts it,
-    with the same ``non_durable_after``) and the journal's row count."""
-
-    non_durable_after: int | None
-    figures: bool = True
+    """The metrics endpoint's write probe, run by the journal writer every second (``storage.store_metrics``): the
+    store accepts a write. The store's figures are read apart from the writer (``store_metrics.FigureReader``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +190,8 @@ class SubscriptionBacklog:
 
 @dataclass(frozen=True, slots=True)
 class StoreFigures:
-    """What a ``MetricsRead`` found (``figures`` False: only the probe ran, and these are empty)."""
+    """The store's figures for ``/metrics`` (``store_metrics.read_figures``); a ``MetricsRead`` answers with an
+    empty one."""
 
     journal_rows: int | None = None
     subscriptions: tuple[SubscriptionBacklog, ...] = ()

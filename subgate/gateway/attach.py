@@ -301,7 +301,7 @@ class Attacher:
         link: Link,
         state: ConnectionState,
         source: TerminusRequest,
-        topic: Topic,
+        topic: Topic | Selector,
         filters: FilterRequest,
         matcher: Callable[[bytes], bool] | None,
     ) -> tuple[Outbound, bool] | None:
@@ -309,7 +309,8 @@ class Attacher:
         subscription with a bookmark filter starts where the journal places it (None: the attach is held until
         it has answered). Returns the consumer and whether a replay was applied."""
         subs = self.subscriptions
-        details = Details(topic.name, filters.selector, filters.no_local)
+        name = topic.name if isinstance(topic, Topic) else topic.expression
+        details = Details(name, filters.selector, filters.no_local)
         request = SubscribeRequest(link.name, state.container_id, source.durable >= 1, source.capabilities, details)
         earlier = self.replays.take(link)  # the answer of an earlier pass, if this attach was held
         current = subs.get(key_for(request))
@@ -319,16 +320,18 @@ class Attacher:
             sub = current  # a durable subscription resumes from its stored position: the bookmark is not applied
         else:
             if filters.replay is not None:
-                placed = self._placed(link, state, filters.replay, topic.name, earlier)
+                placed = self._placed(link, state, filters.replay, name if isinstance(topic, Topic) else "", earlier)
                 if placed is None:
                     return None
             if decision.action is Action.REPLACE and current is not None:
                 log.info("replacing %r: topic, selector or no-local changed", current.key)
                 subs.delete(current)
             live = LIVE in source.capabilities
+            readable = self.authority.readable(state)
             sub = subs.create(
-                decision.kind, decision.key, details, topic, state.container_id, matcher, link.name, placed, live
-            )
+                decision.kind, decision.key, details, topic, state.container_id, matcher, link.name, placed, live,
+                readable,
+            )  # fmt: skip
             self.housekeeping.watch_schedule(sub.queue)
         outbound = SubscriptionConsumer(link, state, sub, subs, self.transacting)
         subs.add_consumer(sub, outbound)
@@ -363,10 +366,17 @@ class Attacher:
     ) -> None:
         """A consumer whose address is a topic selector: every matching topic it may read, also those created
         later."""
-        if source.durable >= 1:
-            raise Refused(NOT_IMPLEMENTED, "durable subscriptions to a topic selector are not supported")
         self.authority.check(state, Permission.SELECT_TOPIC, selector.prefix)
         matcher = _compile(filters.selector)
+        if source.durable >= 1 or "shared" in source.capabilities:  # a named subscription on the selector
+            subscribed = self._subscribe(link, state, source, selector, filters, matcher)
+            if subscribed is not None:  # else held while the journal places its replay
+                outbound, replayed = subscribed
+                state.adopt(outbound)
+                echo = filters.replay_echo if replayed else None
+                accept_consumer(link, None, filters.selector, filters.no_local, echo)
+                _take_early_credit(outbound)
+            return
         placed = None
         if filters.replay is not None:
             placed = self._placed(link, state, filters.replay, "", self.replays.take(link))
@@ -376,6 +386,7 @@ class Attacher:
         router = self.router
         queue = Queue(f"{selector.expression}#{state.container_id}/{link.name}", durable=False)
         queue.limit_memory(router.memory_limit)
+        router.rules.govern(queue, selector.expression)
         self.housekeeping.watch_schedule(queue)
         start = router.last_seq
         readable = self.authority.readable(state)

@@ -37,6 +37,7 @@ from subgate.gateway.links import LinkState
 from subgate.gateway.publish import Publishing
 from subgate.gateway.replay import Replays
 from subgate.gateway.router import Router
+from subgate.gateway.server_admin import ServerAdmin, Sources
 from subgate.gateway.settings import Settings
 from subgate.gateway.store_reports import StoreReports
 from subgate.gateway.subscriptions import Subscriptions
@@ -91,6 +92,7 @@ class Broker:
         )
         topic_admin = TopicAdmin(router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy)
         store_reports = StoreReports(journal, router.pager.non_durable_after)
+        self.server_admin = _server_admin(router, self.connections, self.lifecycle, subscriptions, journal)
         self.pipeline = Publishing(
             settings,
             router,
@@ -100,6 +102,7 @@ class Broker:
             subscriptions,
             topic_admin,
             store_reports,
+            self.server_admin,
         )
         self.attacher = Attacher(
             settings,
@@ -242,3 +245,18 @@ class Broker:
                 link_state.queue.settle(message, _ACCEPTED, link_state)  # type: ignore[attr-defined]
             return
         link_state.on_delivery(Delivery.wrap(impl))
+
+
+def _server_admin(
+    router: Router, connections: Connections, lifecycle: Lifecycle, subscriptions: Subscriptions, journal: JournalWriter
+) -> ServerAdmin:
+    """``$management`` types ``queue``, ``connection`` and ``server``, reading what the broker holds."""
+    return ServerAdmin(
+        Sources(
+            router,
+            lambda: connections.open,
+            lifecycle.close_connection,
+            lambda: len(subscriptions.named()),
+            lambda: journal.health,
+        )
+    )

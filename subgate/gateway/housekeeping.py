@@ -121,7 +121,7 @@ class Housekeeping:
                 on_schedule(following)
 
         queue.on_schedule = on_schedule
-        due = queue.next_due()
+        due = queue.release_scheduled()
         if due is not None:  # messages held before the queue was watched (recovered at start-up)
             on_schedule(due)
 

@@ -69,11 +69,12 @@ def connection_state(endpoint_connection: Connection) -> ConnectionState | None:
 class Connections:
     """The open connections and how many there are per container-id."""
 
-    __slots__ = ("open", "_containers")
+    __slots__ = ("open", "_containers", "_numbered")
 
     def __init__(self) -> None:
         self.open: set[ConnectionState] = set()
         self._containers: dict[str, int] = {}
+        self._numbered = 0  # the last connection number given (1, 2, ... since the server started)
 
     def links(self) -> Iterator[LinkState]:
         for state in self.open:
@@ -85,6 +86,8 @@ class Connections:
     def add(self, state: ConnectionState) -> None:
         self._containers[state.container_id] = self._containers.get(state.container_id, 0) + 1
         state.counted = True
+        self._numbered += 1
+        state.id = self._numbered
         self.open.add(state)
 
     def remove(self, state: ConnectionState) -> None:
@@ -203,6 +206,16 @@ class Lifecycle:
         self._control().connection_ended(state, abrupt=abrupt)
         self.end_links(list(state.links))
         state.links.clear()
+
+    def close_connection(self, state: ConnectionState, description: str) -> None:
+        """End an open connection from the server's side (an operator's ``subgate connections close``): a close
+        with ``amqp:connection:forced``, the socket closed once it is written, and everything the connection held
+        ended now, as for a close frame (its remove-with-session branches go at once)."""
+        connection = state.connection
+        connection.condition = Condition(CONNECTION_FORCED, description)
+        connection.close()
+        end_after_output(connection)
+        self.connection_ended(connection, abrupt=False)
 
     def link_name_fits(self, link: Link, state: ConnectionState) -> bool:
         """A link name too long for a detach repeating it to fit the client's frames closes the connection

@@ -13,6 +13,7 @@ the attach handler (``gateway.attach``) makes them. The five consumer kinds are 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,7 +55,7 @@ _OUTCOME_NAMES: dict[Any, str] = {
 class ConnectionState:
     """What the broker tracks per AMQP connection."""
 
-    __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted")
+    __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms")
 
     def __init__(self, connection: Connection, container_id: str, user: str | None, peer: object) -> None:
         self.connection = connection
@@ -64,6 +65,8 @@ class ConnectionState:
         self.closed = False
         self.peer = peer
         self.counted = False
+        self.id = 0  # numbered by ``lifecycle.Connections.add`` (the operator's handle: ``subgate connections``)
+        self.opened_ms = int(time.time() * 1000)
 
     def adopt(self, link_state: LinkState) -> None:
         """``link_state`` is now the state of its proton link (found by ``gateway.loop`` from the link) and one

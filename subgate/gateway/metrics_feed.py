@@ -5,9 +5,10 @@ Owns ``MetricsFeed``. On a one-second timer (reactor thread) it reads the figure
 duplicate counts and ``store_send_noconfirm`` losses, the missing-topic outcomes, the failed authentications)
 into an immutable ``metrics.snapshot.Snapshot`` and swaps it into ``latest``: the HTTP threads read that
 attribute and nothing else of the reactor's. Each tick also hands the journal writer a ``MetricsRead`` (never
-waiting on it: ``JournalPort.submit_read``), one at a time: the writer's write probe, and every
-``store_every`` ticks the durable subscriptions' backlogs and the journal's row count, whose answer comes back on
-the reactor thread and goes into the next snapshot. The per-node figures are labelled here (``top_nodes``,
+waiting on it: ``JournalPort.submit_read``), one at a time: the writer's write probe. The store's figures (the
+durable subscriptions' backlogs, the journal's row count) are read apart from the writer, on a thread and a
+connection of their own (``storage.store_metrics.FigureReader``); each tick takes the latest of them
+(``store_figures``: one attribute read) into the snapshot. The per-node figures are labelled here (``top_nodes``,
 ``top_queues``: N rows and ``other``), so a scrape handles N + 1 rows whatever the number of nodes. That pass over
 the nodes costs about 1 µs a node on the reactor, so it runs every second only up to ``NODES_PER_TICK`` nodes and
 every ``ceil(nodes / NODES_PER_TICK)`` seconds beyond (100k topics: every 10 s, ~0.1 s of reactor time each);
@@ -21,7 +22,6 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 
 from subgate.engine.nodes import Queue, Topic
 from subgate.engine.ports import JournalPort
@@ -59,11 +59,11 @@ class MetricsFeed:
         missing_topic_outcomes: Mapping[str, int],
         auth_failures: Mapping[str, int],
         journal: JournalPort,
-        non_durable_after: int,
+        store_figures: Callable[[], tuple[StoreFigures, float] | None],
         schedule: Callable[[float, Callable[[], None]], None],
         stopping: Callable[[], bool],
         top_n: int = 50,
-        store_every: int = 5,
+        on_tick: Callable[[], None] = lambda: None,
     ) -> None:
         self._connections = connections
         self._links = links
@@ -73,18 +73,15 @@ class MetricsFeed:
         self._outcomes = missing_topic_outcomes
         self._auth_failures = auth_failures
         self._journal = journal
-        self._non_durable_after = non_durable_after
+        self._store_figures = store_figures
         self._schedule = schedule
         self._stopping = stopping
-        self._store_every = max(1, store_every)
         self._top_n = top_n
+        self._on_tick = on_tick  # the web console's view, while someone watches (gateway.console_feed)
         self._nodes_due = 0  # ticks until the next pass over the nodes
         self._traffic: tuple[tuple[str, int, int], ...] = ()
         self._depths: tuple[tuple[str, int], ...] = ()
-        self._ticks = 0
-        self._reading = False  # a MetricsRead is with the writer
-        self._store: StoreFigures | None = None
-        self._store_wall: float | None = None
+        self._probing = False  # a MetricsRead is with the writer
         self.latest: Snapshot | None = None
 
     def start(self) -> None:
@@ -92,28 +89,23 @@ class MetricsFeed:
 
     def _tick(self) -> None:
         try:
-            self._read_store()
+            self._probe()
             self.latest = self.take()
+            self._on_tick()
         except Exception:  # a bug here must not end the ticks (nor anything else on the reactor)
             log.exception("metrics snapshot failed")
         if not self._stopping():
             self._schedule(INTERVAL, self._tick)
 
-    def _read_store(self) -> None:
-        if self._reading:
+    def _probe(self) -> None:
+        if self._probing:
             return  # the previous one is still on its way (a slow or failing store): one at a time
-        figures = self._ticks % self._store_every == 0
-        self._ticks += 1
-        self._reading = True
-        self._journal.submit_read(MetricsRead(self._non_durable_after, figures), lambda outcome: self._read(outcome))
+        self._probing = True
+        self._journal.submit_read(MetricsRead(), self._probed)
 
-    def _read(self, outcome: object) -> None:
-        """The writer's answer, on the reactor thread: the figures, or the error (the writer's health has it)."""
-        self._reading = False
-        if isinstance(outcome, StoreFigures) and outcome.journal_rows is not None:
-            self._store, self._store_wall = outcome, time.time()
-            if self.latest is not None:  # published at once, not at the next tick
-                self.latest = replace(self.latest, store=self._store, store_read_wall=self._store_wall)
+    def _probed(self, _outcome: object) -> None:
+        """The writer's answer, on the reactor thread (a failure is in the writer's health, for /healthz)."""
+        self._probing = False
 
     def _node_figures(self) -> int:
         """Every node's traffic and every queue's depth, labelled; returns the ticks until the next pass."""
@@ -133,6 +125,7 @@ class MetricsFeed:
         roles: Counter[str] = Counter()
         for state in self._links():
             roles[role(state)] += 1
+        store = self._store_figures()
         self._nodes_due -= 1
         if self._nodes_due <= 0:
             self._nodes_due = self._node_figures()
@@ -147,6 +140,6 @@ class MetricsFeed:
             lost_after_confirm=self._lost(),
             missing_topic_outcomes=tuple(sorted(self._outcomes.items())),
             auth_failures=tuple(sorted(self._auth_failures.items())),
-            store=self._store,
-            store_read_wall=self._store_wall,
+            store=None if store is None else store[0],
+            store_read_wall=None if store is None else store[1],
         )

@@ -157,16 +157,24 @@ class Pager:
         queue.use_journal_pages(limit, on_page, on_browse)
 
     def recover(
-        self, session: Any, queue: Queue, cursor: Any, upto: int, accepts: RowFilter | None = None
+        self,
+        session: Any,
+        queue: Queue,
+        cursor: Any,
+        upto: int,
+        accepts: RowFilter | None = None,
+        *,
+        prefix: bool = False,
     ) -> tuple[int, int]:
         """Start-up: load the first page of a durable queue's backlog (the rest stays in the journal until its
-        consumers get there). Returns (messages loaded, messages left in the journal)."""
+        consumers get there); with ``prefix``, of every topic under the cursor's address (a topic selector's
+        subscription). Returns (messages loaded, messages left in the journal)."""
         from subgate.storage.catalog import backlog, backlog_count  # storage reads belong to start-up only
 
         limit = self.page_messages if self.page_messages > 0 else None
         loaded = 0
         last = cursor.low_water
-        for stored in backlog(session, cursor, non_durable_after=self.non_durable_after):
+        for stored in backlog(session, cursor, non_durable_after=self.non_durable_after, prefix=prefix):
             if limit is not None and loaded >= limit:
                 break
             last = stored.id
@@ -175,6 +183,6 @@ class Pager:
                 loaded += 1
         else:
             return loaded, 0
-        left = backlog_count(session, cursor, last, upto, self.non_durable_after)
+        left = backlog_count(session, cursor, last, upto, self.non_durable_after, prefix)
         queue.page_from(last, upto, left)
         return loaded, left

@@ -31,12 +31,14 @@ from subgate.engine import codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
-from subgate.gateway import management, publisher_admin
+from subgate.gateway import address_admin, management, publisher_admin
 from subgate.gateway.authority import Authority
 from subgate.gateway.consumers import Closer
+from subgate.gateway.dead_letters import DeadLetters
 from subgate.gateway.housekeeping import Housekeeping
 from subgate.gateway.links import ConnectionState, CoordinatorLink, Inbound, accept, reject
 from subgate.gateway.router import Ingest, Router
+from subgate.gateway.server_admin import ADMIN_TYPES, ServerAdmin
 from subgate.gateway.settings import Settings
 from subgate.gateway.store_reports import STORE_TYPES, StoreReports
 from subgate.gateway.subscriptions import Subscriptions
@@ -84,6 +86,7 @@ class Publishing:
         subscriptions: Subscriptions,
         topic_admin: TopicAdmin,
         store_reports: StoreReports,
+        server_admin: ServerAdmin,
     ) -> None:
         self.settings = settings
         self.router = router
@@ -93,7 +96,10 @@ class Publishing:
         self.subscriptions = subscriptions
         self.topic_admin = topic_admin
         self.store_reports = store_reports
+        self.server_admin = server_admin
         self.transacting = Transacting(router, self.route)
+        self.dead_letters = DeadLetters(router, self.route, housekeeping.watch_node)
+        router.rules.mover = self.dead_letters.move
         self.marks = PublisherMarks(router.publisher_marks)
         self.published = 0
         self.lost = 0  # store_send_noconfirm messages confirmed and then not persisted
@@ -274,8 +280,12 @@ class Publishing:
         response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE):
             response = self.topic_admin.handle(request)
+        elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
+            response = address_admin.handle(request, self.router)
         elif request.type in publisher_admin.TYPES:
             response = publisher_admin.handle(request, self.router, self.marks)
+        elif request.type in ADMIN_TYPES:
+            response = self.server_admin.handle(request, inbound.conn, owns)
         elif request.type in STORE_TYPES:
             # Answered from the store: the reply goes out when the journal writer's answer comes back.
             response = self.store_reports.handle(request, owns, lambda answer: self._reply(request, answer))

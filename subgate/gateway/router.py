@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from subgate.engine import codec
+from subgate.engine.address_rules import AddressRules
 from subgate.engine.memory import MemoryLimit
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
@@ -110,6 +111,7 @@ class Router:
             settings.memory_full_policy,
             settings.max_groups,
         )
+        self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter)  # dead letters, expiry
 
     # -- the journal, for the reactor's handlers ------------------------------------------------------------
     def journal_message(self, record: NewMessage, token: object) -> None:
@@ -181,7 +183,7 @@ class Router:
             requested_kind,
             existing.kind if existing is not None else None,
             default_kind=self.settings.default_node_type,
-            auto_create=self.settings.auto_create,
+            auto_create=self.settings.auto_create and self.rules.for_name(address).auto_create_queues,
         )
         if decision.create:
             check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
@@ -203,6 +205,7 @@ class Router:
                 cursor = self.new_cursor("queue", name, name)
             node = Queue(name, durable=durable, cursor=cursor)
             node.limit_memory(self.memory_limit)
+            self.rules.govern(node)
             self.modes.apply(node)
             if cursor is not None:
                 self.track_cursor(cursor, node)
@@ -241,6 +244,7 @@ class Router:
         cursor = JournalCursor(cursor_id, self.writer)
         queue = Queue(name, durable=True, cursor=cursor)
         queue.limit_memory(self.memory_limit)
+        self.rules.govern(queue)
         self.modes.apply(queue)
         self.track_cursor(cursor, queue)
         self.pager.attach(queue, cursor_id, name)

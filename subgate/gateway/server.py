@@ -24,8 +24,10 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from subgate.engine.admission import ConnectionLimits
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
+from subgate.engine.topic_space import selector_address
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
+from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.metrics_feed import MetricsFeed
@@ -34,13 +36,14 @@ from subgate.gateway.paging import row_filter
 from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
-from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.subscriptions import Subscriptions, selected
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
 from subgate.storage.removals import list_removal_registrations, max_removal_registration_id
+from subgate.storage.store_metrics import FigureReader
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
@@ -81,22 +84,29 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
             sub_cursor = by_id.get(record.cursor_id) if record.cursor_id is not None else None
             if not record.durable or sub_cursor is None:
                 continue
-            topic = router.node(record.topic)
-            if not isinstance(topic, Topic):
-                topic = router.restore_topic(record.topic)
             matcher = compile_selector(record.selector)
-            sub = subscriptions.restore(record, topic, matcher)
             no_local_id = record.client_id if record.no_local else None  # drops its own ClientID's messages
             accepts = row_filter(no_local_id, matcher)
-            count += sum(router.pager.recover(session, sub.queue, sub_cursor, upto, accepts))
+            selector = selector_address(record.topic)  # a durable subscription on a topic selector
+            if selector is not None:
+                sub = subscriptions.restore(record, selector, matcher)
+                accepts = selected(selector, None, accepts)
+            else:
+                topic = router.node(record.topic)
+                if not isinstance(topic, Topic):
+                    topic = router.restore_topic(record.topic)
+                sub = subscriptions.restore(record, topic, matcher)
+            prefix = selector is not None
+            count += sum(router.pager.recover(session, sub.queue, sub_cursor, upto, accepts, prefix=prefix))
     return count
 
 
 class Server:
     """One running subgate (see the module docstring). ``run()`` blocks until stopped."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, management: ManagementFactory | None = None) -> None:
         self.settings = settings
+        self.management = management  # the console's actions go through $management with it (gateway.console_feed)
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
         # First of all: refuse a store another live server owns, before recovery rewrites its rows.
@@ -157,6 +167,7 @@ class Server:
         self.container.selectable(self.injector)
         self.broker.when_stopped(self._stopped)
         self.metrics: MetricsFeed | None = None
+        self.figures: FigureReader | None = None
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)
         self.address: tuple[str, int] | None = None
@@ -166,6 +177,17 @@ class Server:
     def _metrics_feed(self, http: MetricsEndpoint) -> MetricsFeed:
         """The reactor's snapshots, and the endpoint pointed at them and at the writer's figures."""
         broker, writer, housekeeping = self.broker, self.writer, self.broker.housekeeping
+        # The store's figures on an engine of their own: never on the writer, whose commits would wait for them.
+        figures = self.figures = FigureReader(make_engine(self.settings.store_url), self.router.pager.non_durable_after)
+        console = ConsoleFeed(
+            lambda: console_view(
+                broker.server_admin,
+                broker.pipeline.topic_admin,
+                broker.connections.open,
+                self.subscriptions.named(),
+                figures.latest,
+            )
+        )
         feed = MetricsFeed(
             connections=lambda: len(broker.connections.open),
             links=broker.connections.links,
@@ -175,15 +197,31 @@ class Server:
             missing_topic_outcomes=broker.control.outcomes,
             auth_failures=self.io.auth_failures,
             journal=writer,
-            non_durable_after=self.router.pager.non_durable_after,
+            store_figures=lambda: figures.latest,
             schedule=housekeeping.schedule,
             stopping=lambda: housekeeping.stopping,
             top_n=self.settings.metrics_top_nodes,
+            on_tick=console.tick,
         )
         http.snapshot = lambda: feed.latest
+        http.console.view = lambda: console.latest
+        http.console.want = console.want
         http.writer = lambda: WriterFigures(writer.commit_seconds.view(), writer.batch_sizes.view())
         http.health = lambda: writer.health
         return feed
+
+    def _describe(self, host: str, port: int) -> None:
+        """What ``$management`` type ``server`` reports about the process (``gateway.server_admin``)."""
+        facts = self.broker.server_admin.facts
+        facts.name = self.settings.name
+        facts.store = self.engine.url.render_as_string(hide_password=True)
+        facts.listen = f"{host}:{port}"
+        if self.http is not None:
+            facts.http = "{}:{}".format(*self.http.address)
+            if self.management is not None:
+                self.http.console.act = console_actions(
+                    self.management, {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host), port
+                )
 
     def _journal_done(self, result: BatchResult) -> None:
         # Writer thread: hand the result to the reactor thread.
@@ -210,6 +248,9 @@ class Server:
         """Give the store back when the server stops before it ran (it could not listen, say)."""
         if self.http is not None:
             self.http.close()
+        figures: FigureReader | None = getattr(self, "figures", None)  # absent when assembling failed early
+        if figures is not None:
+            figures.close()
         self.ownership.close()
         self.engine.dispose()
 
@@ -222,7 +263,10 @@ class Server:
         self.broker.start_housekeeping()
         if self.metrics is not None:
             self.metrics.start()
+        if self.figures is not None:
+            self.figures.start()
         host, port = self.address  # type: ignore[misc]
+        self._describe(host, port)
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
         log.info(
@@ -236,6 +280,8 @@ class Server:
             EventLoop(self.container, self.broker, self.io).run()
         finally:
             self.writer.close()
+            if self.figures is not None:
+                self.figures.close()
             self.auth.close()
             self.policy_loader.close()
             self.ownership.close()
@@ -284,12 +330,12 @@ def _connections_the_descriptors_allow(wanted: int) -> int:
     return fitting
 
 
-def serve(settings: Settings, *, migrate: bool = False) -> int:
+def serve(settings: Settings, *, migrate: bool = False, management: ManagementFactory | None = None) -> int:
     # The hot path calls proton-c directly (gateway.loop, gateway.links): should it ever crash, the log gets
     # every thread's Python stack.
     faulthandler.enable()
     check_schema(settings.store_url, migrate=migrate)
-    server = Server(settings)
+    server = Server(settings, management)
     try:
         server.listen()
     except BaseException:

@@ -129,6 +129,13 @@ class Settings:
         "selector it means; off: such an address is refused with the Diffusion form in the error. Never a node.",
     )
     wildcard_delimiter: str = setting(".", "The word delimiter of Artemis wildcard addresses.")
+    address_settings: tuple[str, ...] = setting(
+        (),
+        'Comma-separated PATTERN:key=value;key=value entries (TOML: [address_settings."PATTERN"] tables): per '
+        "queue name pattern (Artemis wildcards # and *), max_delivery_attempts (10), dead_letter_address (DLQ), "
+        "expiry_address (ExpiryQueue), auto_create_dead_letter_resources, redelivery_delay (ms), "
+        "redelivery_delay_multiplier, max_redelivery_delay, auto_create_queues and more: docs/jms.md.",
+    )
     http: str = setting(
         "",
         "HOST:PORT of the HTTP endpoint: /metrics (Prometheus), /healthz and /readyz ('': off; port 0 picks a free "

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import StoredMessage, SubscriptionRecord
-from subgate.gateway.paging import Pager, row_filter
+from subgate.engine.topic_space import SelectorSubscription
+from subgate.gateway.paging import Pager, RowFilter, row_filter
 from subgate.gateway.replay import Placed
 from subgate.gateway.router import JournalCursor, Router
 from subgate.mapping.subscriptions import (
@@ -37,7 +38,10 @@ Matcher = Callable[[bytes], bool]
 class Subscription:
     """One subscription: its identity, what it selects, its queue and its consumer links."""
 
-    __slots__ = ("id", "key", "kind", "details", "queue", "topic", "consumers", "cursor", "created_ms", "origin_id")
+    __slots__ = (
+        "id", "key", "kind", "details", "queue", "topic", "consumers", "cursor", "created_ms", "origin_id",
+        "selector_sub",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -61,6 +65,9 @@ class Subscription:
         self.cursor = cursor
         self.created_ms = created_ms
         self.origin_id = origin_id  # container-id whose messages no-local drops
+        # On a topic selector: what feeds the queue from the topics it matches; ``topic`` is then a stand-in
+        # named by the selector, outside the tree (docs/jms.md, "Durable subscriptions on topic selectors").
+        self.selector_sub: SelectorSubscription | None = None
 
     def existing(self) -> Existing:
         return Existing(self.kind, self.details, len(self.consumers))
@@ -99,6 +106,27 @@ def subscription_filter(start_seq: int, no_local_id: str | None, matcher: Matche
     return accepts
 
 
+def _split(topic: Topic | Selector) -> tuple[Selector | None, Topic]:
+    """A selector and the stand-in topic named by it (outside the tree), or no selector and the topic."""
+    if isinstance(topic, Topic):
+        return None, topic
+    return topic, Topic(topic.expression, durable=False)
+
+
+def selected(
+    selector: Selector, readable: Callable[[str], bool] | None, base: RowFilter | None
+) -> Callable[[StoredMessage], bool]:
+    """A selector subscription's journal rows: those of the topics it matches and may read, then ``base``."""
+
+    def accepts(stored: StoredMessage) -> bool:
+        address = stored.address or ""
+        if not selector.matches(address) or (readable is not None and not readable(address)):
+            return False
+        return base is None or base(stored)
+
+    return accepts
+
+
 class Subscriptions:
     """All subscriptions of the running server, named ones by key."""
 
@@ -117,14 +145,16 @@ class Subscriptions:
         kind: Kind,
         key: SubscriptionKey | None,
         details: Details,
-        topic: Topic,
+        topic: Topic | Selector,
         container_id: str,
         matcher: Matcher | None,
         label: str,
         replay: Placed | None = None,
         live: bool = False,
+        readable: Callable[[str], bool] | None = None,
     ) -> Subscription:
-        """A new subscription on ``topic``; named ones are recorded in the store (durable ones with a cursor).
+        """A new subscription on ``topic`` (or on every topic a selector matches, also those created later, that
+        ``readable`` lets through); named ones are recorded in the store (durable ones with a cursor).
 
         With ``replay`` it starts there (``gateway.replay``): the journal's messages of the topic between that
         start and now are read in pages, like a durable queue's backlog, and every later one arrives live; the
@@ -133,6 +163,7 @@ class Subscriptions:
         it), so that a restart resumes the replay. A ``live`` one gets journaled messages before their commit
         (``Topic.publish_live``)."""
         router = self.router
+        selector, topic = _split(topic)
         sub_id = 0
         if key is not None:
             self._next_id += 1
@@ -140,13 +171,15 @@ class Subscriptions:
         name = f"{topic.name}#{sub_id}" if key is not None else f"{topic.name}#{container_id}/{label}"
         queue = Queue(name, durable=kind.durable)
         queue.limit_memory(router.memory_limit)
+        router.rules.govern(queue, topic.name)
         start = router.last_seq
         if replay is not None and replay.point.after >= start:
             replay = None  # nothing journaled lies between its start and now: live only
         cursor = None
         if kind.durable:
             low_water = replay.point.after if replay is not None else start
-            cursor = router.new_cursor("subscription", f"subscription/{sub_id}", topic.name, low_water)
+            address = selector.prefix if selector is not None else topic.name
+            cursor = router.new_cursor("subscription", f"subscription/{sub_id}", address, low_water)
             for seq in sorted(replay.point.skip) if replay is not None else ():
                 cursor.discarded(seq)
             router.track_cursor(cursor, queue)
@@ -157,11 +190,8 @@ class Subscriptions:
         if cursor is not None or replay is not None:
             # A durable one's skipped bookmarks are acks of its cursor already; a volatile one filters them.
             skip = replay.point.skip if replay is not None and cursor is None else frozenset()
-            accepts = row_filter(no_local_id, matcher, skip)
-            replaying = replay is not None
-            self._pager.attach(queue, cursor.cursor_id if cursor else 0, topic.name, accepts, replaying=replaying)
-            queue.on_paging = topic.queue_paging
-        topic.subscribe(queue, subscription_filter(start, no_local_id, matcher), live=live)
+            self._attach_pages(sub, selector, row_filter(no_local_id, matcher, skip), replay is not None, readable)
+        self._feed(sub, selector, subscription_filter(start, no_local_id, matcher), live, readable)
         if replay is not None:
             queue.page_from(replay.point.after, start, replay.rows)
         if key is not None:
@@ -171,13 +201,50 @@ class Subscriptions:
             log.info("created %s on topic %r", key.describe(), topic.name, extra=fields)
         return sub
 
-    def restore(self, record: SubscriptionRecord, topic: Topic, matcher: Matcher | None) -> Subscription:
-        """A durable subscription read back from the store at start-up (its backlog is pushed by the caller)."""
+    def _attach_pages(
+        self,
+        sub: Subscription,
+        selector: Selector | None,
+        accepts: RowFilter | None,
+        replaying: bool,
+        readable: Callable[[str], bool] | None,
+    ) -> None:
+        """Page ``sub``'s queue from the journal: its topic's rows, or a selector's (every topic under its path
+        prefix that it matches and may read)."""
+        cursor_id = sub.cursor.cursor_id if sub.cursor is not None else 0
+        if selector is None:
+            self._pager.attach(sub.queue, cursor_id, sub.topic.name, accepts, replaying=replaying)
+            sub.queue.on_paging = sub.topic.queue_paging
+            return
+        self._pager.attach(
+            sub.queue, cursor_id, selector.prefix, selected(selector, readable, accepts), replaying=replaying,
+            prefix=True,
+        )  # fmt: skip
+
+    def _feed(
+        self,
+        sub: Subscription,
+        selector: Selector | None,
+        accepts: Callable[[Message], bool],
+        live: bool,
+        readable: Callable[[str], bool] | None,
+    ) -> None:
+        """Subscribe ``sub``'s queue to its topic, or to every topic its selector matches (``TopicSpace``)."""
+        if selector is None:
+            sub.topic.subscribe(sub.queue, accepts, live=live)
+        else:
+            sub.selector_sub = self.router.topics.subscribe(selector, sub.queue, accepts, readable)
+
+    def restore(self, record: SubscriptionRecord, topic: Topic | Selector, matcher: Matcher | None) -> Subscription:
+        """A durable subscription read back from the store at start-up (its backlog is pushed by the caller); on a
+        topic selector, fed by every topic it matches (no READ_TOPIC filter: that was checked when it was made)."""
         assert record.cursor_id is not None
+        selector, topic = _split(topic)
         key = SubscriptionKey("durable", record.client_id, record.name)
         details = Details(record.topic, record.selector, record.no_local)
         queue = Queue(f"{topic.name}#{record.id}", durable=True)
         queue.limit_memory(self.router.memory_limit)
+        self.router.rules.govern(queue, topic.name)
         cursor = JournalCursor(record.cursor_id, self._journal)
         queue.cursor = cursor
         self.router.track_cursor(cursor, queue)
@@ -186,9 +253,8 @@ class Subscriptions:
         kind = Kind(record.kind)
         sub = Subscription(record.id, key, kind, details, queue, topic, cursor, record.created_ms, origin_id)
         no_local_id = origin_id if record.no_local and record.client_id is not None else None
-        topic.subscribe(queue, subscription_filter(0, no_local_id, matcher))
-        self._pager.attach(queue, record.cursor_id, topic.name, row_filter(no_local_id, matcher))
-        queue.on_paging = topic.queue_paging
+        self._feed(sub, selector, subscription_filter(0, no_local_id, matcher), False, None)
+        self._attach_pages(sub, selector, row_filter(no_local_id, matcher), False, None)
         self.by_key[key] = sub
         self._next_id = max(self._next_id, record.id)
         return sub
@@ -208,14 +274,7 @@ class Subscriptions:
         messages arrive live through its topics. Nothing to read when the replay starts at ``start``."""
         if replay.point.after >= start:
             return
-        base = row_filter(no_local_id, matcher, replay.point.skip)
-
-        def accepts(stored: StoredMessage) -> bool:
-            address = stored.address or ""
-            if not selector.matches(address) or (readable is not None and not readable(address)):
-                return False
-            return base is None or base(stored)
-
+        accepts = selected(selector, readable, row_filter(no_local_id, matcher, replay.point.skip))
         self._pager.attach(queue, 0, selector.prefix, accepts, replaying=True, prefix=True)
         queue.page_from(replay.point.after, start, replay.rows)
 
@@ -254,6 +313,8 @@ class Subscriptions:
         """Remove a subscription and everything it holds (unsubscribe, replace, last volatile consumer gone)."""
         topic = sub.topic
         topic.unsubscribe(sub.queue)
+        if sub.selector_sub is not None:
+            self.router.topics.unsubscribe(sub.selector_sub)
         sub.queue.purge()
         if sub.cursor is not None:
             topic.durable_subscriptions -= 1

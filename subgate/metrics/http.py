@@ -1,10 +1,12 @@
-"""The HTTP endpoint of ``--http``: ``/metrics``, ``/healthz`` and ``/readyz``, on threads of its own.
+"""The HTTP endpoint of ``--http``: ``/metrics``, ``/healthz``, ``/readyz`` and the web console, on threads of
+its own.
 
 Owns the standard library's ``ThreadingHTTPServer`` (thread ``subgate-http``, one short-lived thread per
-request), the three routes and the health verdict. ``/metrics`` is ``prometheus_client``'s own exposition
-(``generate_latest``) of a registry holding only ``collector.SubgateCollector``. A request reads the latest
-snapshot the reactor published, the journal writer's histograms and its ``CommitHealth``: each one attribute
-read; it never touches the reactor's state, a proton object or the store, and the reactor never waits on it.
+request), the three routes and the health verdict; the console's routes are ``metrics.console``'s.
+``/metrics`` is ``prometheus_client``'s own exposition (``generate_latest``) of a registry holding only
+``collector.SubgateCollector``. A request reads the latest snapshot the reactor published, the journal writer's
+histograms and its ``CommitHealth``: each one attribute read; it never touches the reactor's state, a proton
+object or the store, and the reactor never waits on it.
 
 Health (``verdict``): 200 "ok" while the reactor's snapshot is younger than ``stale_after`` seconds (it
 publishes one a second) and the writer's last commit succeeded (it commits a write probe a second) within
@@ -24,6 +26,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from subgate.metrics.collector import SubgateCollector, WriterFigures
+from subgate.metrics.console import PAGE_HEADER, Console
 from subgate.metrics.snapshot import Snapshot
 from subgate.storage.journal import CommitHealth
 
@@ -58,6 +61,7 @@ class MetricsEndpoint:
         self.writer: Callable[[], WriterFigures | None] = lambda: None
         self.health: Callable[[], CommitHealth | None] = lambda: None
         self.ready = False
+        self.console = Console()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SubgateCollector(lambda: self.snapshot(), lambda: self.writer(), top_n))
         self._server = ThreadingHTTPServer((host, port), _handler(self))
@@ -71,7 +75,7 @@ class MetricsEndpoint:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("HTTP endpoint on http://%s:%d (/metrics, /healthz, /readyz)", *self.address)
+        log.info("HTTP endpoint on http://%s:%d (/metrics, /healthz, /readyz, the console at /)", *self.address)
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -81,6 +85,10 @@ class MetricsEndpoint:
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of ``path``."""
         route = path.split("?", 1)[0]
+        console = self.console.get(route, self.writer())
+        if console is not None:
+            status, headers, body = console
+            return status, headers["Content-Type"], body
         if route == "/metrics":
             return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if route == "/healthz":
@@ -88,10 +96,11 @@ class MetricsEndpoint:
             return (200, _TEXT, b"ok\n") if reason is None else (503, _TEXT, reason.encode() + b"\n")
         if route == "/readyz":
             return (200, _TEXT, b"ready\n") if self.ready else (503, _TEXT, b"recovering: not listening yet\n")
-        return 404, _TEXT, b"not found: /metrics, /healthz, /readyz\n"
+        return 404, _TEXT, b"not found: /, /metrics, /healthz, /readyz\n"
 
 
 _TEXT = "text/plain; charset=utf-8"
+_MAX_BODY = 64 * 1024  # an action's JSON body
 
 
 def _handler(endpoint: MetricsEndpoint) -> type[BaseHTTPRequestHandler]:
@@ -106,6 +115,24 @@ def _handler(endpoint: MetricsEndpoint) -> type[BaseHTTPRequestHandler]:
                 status, content_type, body = 500, _TEXT, f"internal error: {exc}\n".encode()
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+            length = min(int(self.headers.get("Content-Length") or 0), _MAX_BODY)
+            raw = self.rfile.read(length) if length else b""
+            route = self.path.split("?", 1)[0]
+            from_page = self.headers.get(PAGE_HEADER) is not None
+            try:
+                found = endpoint.console.post(route, self.headers.get("Authorization"), from_page, raw)
+            except Exception as exc:
+                log.exception("HTTP POST %s failed", self.path)
+                found = 500, {"Content-Type": _TEXT}, f"internal error: {exc}\n".encode()
+            status, headers, body = found if found is not None else (404, {"Content-Type": _TEXT}, b"not found\n")
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -102,9 +102,10 @@ def count_backlog(
     after: int,
     upto: int | None = None,
     non_durable_after: int | None = 0,
+    prefix: bool = False,
 ) -> int:
     """How many rows a cursor's backlog holds (``_backlog_conditions``), counted without reading them."""
-    conditions = _backlog_conditions(cursor_id, address, after, upto, non_durable_after)
+    conditions = _backlog_conditions(cursor_id, address, after, upto, non_durable_after, prefix)
     return conn.scalar(select(func.count()).select_from(JournalMessage).where(*conditions)) or 0
 
 
@@ -116,6 +117,13 @@ def backlog_figures(
     conditions = _backlog_conditions(cursor_id, address, after, None, non_durable_after)
     count, oldest = conn.execute(select(func.count(), func.min(JournalMessage.ts)).where(*conditions)).one()
     return count or 0, oldest
+
+
+def backlog_ids(conn: Connection | Session, cursor_id: int, address: str, after: int, limit: int) -> list[int]:
+    """The ids of the first ``limit`` rows of a cursor's backlog above ``after`` (durable rows only: what a server
+    started now would keep), in order."""
+    conditions = _backlog_conditions(cursor_id, address, after, None, None)
+    return list(conn.scalars(select(JournalMessage.id).where(*conditions).order_by(JournalMessage.id).limit(limit)))
 
 
 def _under(prefix: str) -> ColumnElement[bool]:
@@ -139,19 +147,24 @@ def backlog(
     *,
     after: int | None = None,
     non_durable_after: int = 0,
+    prefix: bool = False,
 ) -> Iterator[StoredMessage]:
     """The journaled messages of ``cursor.address`` above the low-water mark (or above ``after``, when higher)
     that the cursor has not acked; rows with ``durable = false`` only above ``non_durable_after`` (at start-up:
     the journal's highest id, so none of them)."""
     low = cursor.low_water if after is None else max(after, cursor.low_water)
-    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after).execution_options(yield_per=batch)
+    stmt = _backlog_stmt(cursor.id, cursor.address, low, None, non_durable_after, prefix)
+    stmt = stmt.execution_options(yield_per=batch)
     for row in session.execute(stmt):
         yield _stored(row)
 
 
-def backlog_count(session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0) -> int:
+def backlog_count(
+    session: Session, cursor: CursorRecord, after: int, upto: int, non_durable_after: int = 0, prefix: bool = False
+) -> int:
     """How many backlog rows ``backlog`` would give above ``after`` up to ``upto`` (before any filter)."""
-    return count_backlog(session, cursor.id, cursor.address, max(after, cursor.low_water), upto, non_durable_after)
+    low = max(after, cursor.low_water)
+    return count_backlog(session, cursor.id, cursor.address, low, upto, non_durable_after, prefix)
 
 
 def read_page(conn: Connection, read: PageRead) -> list[StoredMessage]:

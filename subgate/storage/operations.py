@@ -14,7 +14,7 @@ which stays in the writer's table on the submitting side (docs/threading.md).
     Retain                 one bounded step of a retention pass           ticketed  (answers with a RetentionAnswer)
     ReadBookmark           a subscription's bookmark (operator READ)      ticketed  (answers with a ``Bookmark``)
     ReadJournalStats       the journal's figures (operator READ)          ticketed  (answers with ``JournalStats``)
-    ReadMetrics            a write probe and the backlogs, for /metrics   ticketed  (answers with ``StoreFigures``)
+    ReadMetrics            a write probe, for /healthz                    ticketed  (answers with ``StoreFigures()``)
     Barrier                nothing: comes back once what precedes it is   ticketed
     RecordFailures         a message's failed-delivery count on a cursor
     MoveLowWater           a cursor's low-water mark (forward only), dropping the acks and failures below it
@@ -122,7 +122,7 @@ class ReadJournalStats:
 
 @dataclass(frozen=True, slots=True)
 class ReadMetrics:
-    """The metrics endpoint's write probe and store figures (``storage.store_metrics.read_metrics``)."""
+    """The metrics endpoint's write probe (``storage.store_metrics.read_metrics``)."""
 
     read: MetricsRead
     ticket: int

@@ -39,4 +39,6 @@ def test_the_wheel_installs_only_the_subgate_package(tmp_path):
     packages = {p.name for p in (site_packages(python) / "subgate").iterdir() if p.is_dir()} - {"__pycache__"}
     assert {"gateway", "mapping", "storage", "topics", "cli", "migrations"} <= packages
     assert (site_packages(python) / "subgate" / "migrations" / "script.py.mako").exists()
+    console = site_packages(python) / "subgate" / "metrics" / "console"
+    assert {path.name for path in console.iterdir()} == {"index.html", "console.js", "console.css"}
     assert (venv / "bin" / "subgate").exists()

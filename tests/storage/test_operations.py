@@ -65,7 +65,7 @@ SAMPLES: list[Operation] = [
     Retain(RetentionRun(5, 0, 100, 0), 9),
     ReadBookmark(BookmarkRead("s", "c1"), 5),
     ReadJournalStats(JournalStatsRead(), 6),
-    ReadMetrics(MetricsRead(0), 7),
+    ReadMetrics(MetricsRead(), 7),
     Barrier(4),
     RecordFailures(1, 1, 2),
     MoveLowWater(1, 1),

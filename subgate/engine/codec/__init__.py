@@ -36,7 +36,7 @@ from __future__ import annotations
 from subgate.engine.codec.decode import decode_value
 from subgate.engine.codec.encode import encode_value
 from subgate.engine.codec.memo import AnnotationMemo
-from subgate.engine.codec.rewrite import with_annotations, with_delivery_count
+from subgate.engine.codec.rewrite import moved_copy, with_annotations, with_delivery_count
 from subgate.engine.codec.sections import Envelope, application_properties, scan
 from subgate.engine.codec.types import (
     Byte,
@@ -79,6 +79,7 @@ __all__ = [
     "application_properties",
     "decode_value",
     "encode_value",
+    "moved_copy",
     "scan",
     "with_annotations",
     "with_delivery_count",

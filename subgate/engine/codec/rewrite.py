@@ -142,3 +142,45 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
     parts.extend(fresh.values())
     section = _annotation_section(descriptor, parts, len(parts))
     return _splice(raw, env.annotations_start, section, env.annotations_end)
+
+
+_ABSOLUTE_EXPIRY = 8  # the properties field absolute-expiry-time
+
+
+def _properties_without_expiry(raw: bytes, env: Envelope) -> bytes:
+    """The message with properties.absolute-expiry-time null (the other fields keep their bytes)."""
+    start, end = env.properties_start, env.properties_end
+    if start < 0 or env.absolute_expiry_time is None:
+        return raw
+    _, pos = section_code(raw, start, end)
+    if raw[pos] == 0x45:  # list0: no fields at all
+        return raw
+    width = 1 if raw[pos] == 0xC0 else 4
+    count, p, _ = compound(raw, pos + 1, end, width, "list")
+    fields: list[bytes] = []
+    for _ in range(count):
+        stop = skip(raw, p, end)
+        fields.append(raw[p:stop])
+        p = stop
+    fields[_ABSOLUTE_EXPIRY] = b"\x40"
+    section = raw[start:pos] + compound_bytes(0xC0, 0xD0, count, b"".join(fields))
+    return _splice(raw, start, section, end)
+
+
+def moved_copy(raw: bytes, env: Envelope, annotations: dict[str, object], *, keep_expiry: bool) -> bytes:
+    """A message moved to a dead letter or expiry address: the ``annotations`` added, delivery-count 0 (a new
+    message on its new queue), and, unless ``keep_expiry``, no header ttl nor properties absolute-expiry-time
+    (an expired message's copy must not expire again, nor be dropped by a client's own expiry check).
+
+    Each step rewrites only bytes after the offsets of ``env`` that the following steps use, so one ``scan``
+    serves all three.
+
+    Raises:
+        CodecError: as ``with_annotations``.
+    """
+    if not keep_expiry:
+        raw = _properties_without_expiry(raw, env)
+    raw = with_annotations(raw, env, annotations)
+    ttl = env.ttl if keep_expiry else None
+    header = _header_section(env.durable, env.priority, ttl, env.first_acquirer, 0)
+    return _splice(raw, 0, header, env.header_end)

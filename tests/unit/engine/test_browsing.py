@@ -103,7 +103,7 @@ def test_a_browser_of_a_queue_in_memory_sees_everything_in_order_across_rounds()
     assert [m.seq for m in browser.take(10)] == [3, 4, 5]
     assert browser.take(10) == []
     assert not browser.reading
-    assert queue.available == 5  # nothing removed
+    assert len(queue.waiting) == 5  # nothing removed
 
 
 def test_a_browser_sees_the_paged_out_messages_in_order_a_page_at_a_time():
@@ -116,7 +116,7 @@ def test_a_browser_sees_the_paged_out_messages_in_order_a_page_at_a_time():
     journal.answer_browser()
     assert walk(browser, journal) == list(range(5, 21))
     # The queue is exactly as before: still paging, nothing paged in, nothing asked for, nothing acknowledged.
-    assert queue.paging and queue.available == 4 and queue.depth == 20
+    assert queue.paging and len(queue.waiting) == 4 and queue.depth == 20
     assert journal.queue_reads == [] and journal.acked == set()
 
 

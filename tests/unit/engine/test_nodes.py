@@ -154,7 +154,7 @@ def test_a_consumer_gets_messages_in_order_up_to_its_credit(credit, pushed, expe
     for seq in pushed:
         queue.push(msg(seq))
     assert consumer.seqs == expected
-    assert queue.available == len(pushed) - len(expected)
+    assert len(queue.waiting) == len(pushed) - len(expected)
     assert queue.depth == len(pushed)
 
 
@@ -165,13 +165,13 @@ def test_messages_pushed_before_a_consumer_wait_until_dispatch():
     assert consumer.got == []  # adding a consumer does not dispatch by itself
     queue.dispatch()
     assert consumer.seqs == [1, 2]
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
 
 
 def test_dispatch_without_consumers_keeps_everything():
     queue = queue_with(1)
     queue.dispatch()
-    assert queue.available == 1
+    assert len(queue.waiting) == 1
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_round_robin_across_consumers_with_credit(credits, count, expected):
         queue.add_consumer(consumer)
     queue.dispatch()
     assert [c.seqs for c in consumers] == expected
-    assert queue.available == count - sum(len(e) for e in expected)
+    assert len(queue.waiting) == count - sum(len(e) for e in expected)
 
 
 def test_new_credit_resumes_dispatch_in_order():
@@ -254,7 +254,7 @@ def test_returned_message_goes_back_to_its_original_position(settlement):
     queue.dispatch()
     first = queue._outstanding[1]
     queue.settle(first, settlement, None)  # no credit: nothing is redelivered yet
-    assert queue.available == 3
+    assert len(queue.waiting) == 3
     consumer.credit = 10
     queue.dispatch()
     assert consumer.seqs == [1, 2, 1, 3, 4]
@@ -324,7 +324,7 @@ def test_undeliverable_here_excludes_only_that_consumer(settlement):
     queue.dispatch()
     queue.settle(delivered(queue, first), settlement, first)
     assert first.seqs == [1]  # not offered to the same consumer again
-    assert queue.available == 1
+    assert len(queue.waiting) == 1
     queue.add_consumer(second)
     queue.dispatch()
     assert second.got == [(1, 1 if settlement.failed else 0)]
@@ -392,7 +392,7 @@ def test_consumer_filter_is_asked():
     queue.add_consumer(odd)
     queue.dispatch()
     assert odd.seqs == [1, 3]
-    assert queue.available == 2
+    assert len(queue.waiting) == 2
 
 
 # -- presettled ------------------------------------------------------------------------------------------------
@@ -516,7 +516,7 @@ def test_future_delivery_time_holds_the_message_and_asks_for_a_timer():
     queue.push(msg(4, deliver_at=NOW))  # due now: at once
     assert consumer.seqs == [3, 4]
     assert timers == [NOW + 500, NOW + 100]
-    assert (queue.depth, queue.available) == (4, 0)
+    assert (queue.depth, len(queue.waiting)) == (4, 0)
     assert queue.release_scheduled(NOW + 99) == NOW + 100
     assert consumer.seqs == [3, 4]
     assert queue.release_scheduled(NOW + 100) == NOW + 500
@@ -529,7 +529,7 @@ def test_scheduled_messages_without_a_timer_callback():
     queue = Queue("q")
     queue.push(msg(1, deliver_at=LATER))
     assert queue.release_scheduled() == LATER  # uses the clock
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
 
 
 def test_released_scheduled_messages_take_their_place_by_sequence():
@@ -552,14 +552,14 @@ def test_browsable_lists_available_messages_in_order(after, expected):
     # 1 is out for delivery, 2 back in the returned heap, 3 and 4 waiting, 5 scheduled: 2, 3, 4 are browsable
     queue = build(outstanding=[1], returned=[2], ready=[3, 4], scheduled=[5])
     assert [m.seq for m in queue.waiting.above(after)] == expected
-    assert queue.available == 3  # nothing removed
+    assert len(queue.waiting) == 3  # nothing removed
     assert queue.depth == 5
 
 
 def test_browsable_of_a_plain_queue():
     queue = queue_with(1, 2, 3)
     assert [m.seq for m in queue.waiting.above(0)] == [1, 2, 3]
-    assert queue.available == 3
+    assert len(queue.waiting) == 3
 
 
 # -- low water -------------------------------------------------------------------------------------------------
@@ -739,7 +739,7 @@ def test_unsubscribe_stops_delivery_and_forgets_the_filter():
     topic.unsubscribe(gone)
     topic.unsubscribe(gone)  # twice is harmless
     assert topic.publish(msg(1)) == 1
-    assert (kept.available, gone.available) == (1, 0)
+    assert (len(kept.waiting), len(gone.waiting)) == (1, 0)
     assert topic.filters == {}
     assert topic.subscriptions == [kept]
 

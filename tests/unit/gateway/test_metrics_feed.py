@@ -29,7 +29,7 @@ def test_the_feed_labels_the_nodes_and_visits_many_only_every_few_ticks():
         missing_topic_outcomes={},
         auth_failures={},
         journal=journal,  # type: ignore[arg-type]
-        non_durable_after=0,
+        store_figures=lambda: None,
         schedule=lambda delay, callback: None,
         stopping=lambda: False,
         top_n=2,

@@ -87,7 +87,7 @@ def drain(queue: Queue, journal: Journal, consumer: Consumer) -> None:
                 queue.settle(message, ACCEPT, consumer)
         if journal.reads:
             journal.answer()
-        elif not queue.available and not queue.paging:
+        elif not len(queue.waiting) and not queue.paging:
             return
     raise AssertionError("did not drain")
 
@@ -95,7 +95,7 @@ def drain(queue: Queue, journal: Journal, consumer: Consumer) -> None:
 def test_a_full_queue_leaves_new_journaled_messages_to_the_journal():
     queue, journal = paged_queue(limit=4)
     publish(queue, journal, *range(1, 11))
-    assert queue.available == 4
+    assert len(queue.waiting) == 4
     assert queue.depth == 10
     assert queue.paging
     assert queue.low_water() == 0  # nothing is discarded yet
@@ -158,7 +158,7 @@ def test_a_late_commit_inside_the_range_stays_in_the_journal_and_keeps_its_place
     publish(queue, journal, 1, 2, 3, 5, 6)  # paging: 3, 5 and 6 in the journal only
     journal.rows[4] = journaled(4)  # committed by a transaction after 5 and 6 were routed
     queue.push(journal.rows[4])
-    assert queue.available == 2 and queue.depth == 6
+    assert len(queue.waiting) == 2 and queue.depth == 6
     consumer = Consumer()
     queue.add_consumer(consumer)
     drain(queue, journal, consumer)
@@ -202,7 +202,7 @@ def test_non_journaled_messages_stay_in_memory_while_paging():
     queue, journal = paged_queue(limit=2)
     publish(queue, journal, 1, 2, 3)
     queue.push(Message(4, b"m4"))
-    assert queue.available == 3
+    assert len(queue.waiting) == 3
     consumer = Consumer()
     queue.add_consumer(consumer)
     drain(queue, journal, consumer)
@@ -217,7 +217,7 @@ def test_low_water_never_passes_a_paged_message():
     queue.dispatch()
     for message in consumer.got:
         queue.settle(message, ACCEPT, consumer)
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
     assert queue.low_water() == 2  # 3 and 4 are only in the journal
 
 
@@ -243,7 +243,7 @@ def test_purge_stops_paging_and_a_stale_answer_is_ignored():
     queue.purge()
     assert not queue.paging
     journal.answer()
-    assert queue.available == 0
+    assert len(queue.waiting) == 0
 
 
 def test_a_failed_read_is_asked_again_by_the_next_dispatch():
@@ -276,7 +276,7 @@ def test_without_a_limit_nothing_pages():
     queue = Queue("q")
     for seq in range(1, 5001):
         queue.push(journaled(seq))
-    assert queue.available == 5000
+    assert len(queue.waiting) == 5000
     assert not queue.paging
 
 
@@ -310,7 +310,7 @@ def test_pager_reads_through_the_writer_and_filters_rows():
     assert read == PageRead(7, "t", 2, 5, 1)
     consumer.credit = 10
     token([stored(3, publisher="me/snd")])  # a full page of one row, filtered out (no-local)
-    assert queue.paging and queue.available == 0
+    assert queue.paging and len(queue.waiting) == 0
     (read, token) = writer.pages[1]
     assert read == PageRead(7, "t", 3, 5, 1)
     token([stored(4)])
@@ -352,3 +352,52 @@ def test_row_filter():
     selected = row_filter(None, lambda raw: raw.endswith(b"\x02"))
     assert selected is not None
     assert selected(stored(2)) and not selected(stored(3))
+
+
+class Cursor:
+    """Records what the queue discarded (``engine.messages.Cursor``)."""
+
+    cursor_id = 1
+
+    def __init__(self) -> None:
+        self.acks_since_low_water = 0
+        self.discarded_seqs: list[int] = []
+
+    def discarded(self, seq: int) -> None:
+        self.discarded_seqs.append(seq)
+        self.acks_since_low_water += 1
+
+    def failed(self, seq: int, failures: int) -> None:
+        pass
+
+
+def test_purge_in_steps_takes_memory_first_then_the_journal_only_part_at_once():
+    queue, journal = paged_queue(limit=4)
+    cursor = Cursor()
+    queue.cursor = cursor
+    publish(queue, journal, *range(1, 11))  # 1..4 in memory, 5..10 in the journal only
+    consumer = Consumer(credit=1)
+    queue.add_consumer(consumer)
+    queue.dispatch()  # 1 is out for delivery: a purge leaves it
+    assert queue.purge(2) == 2
+    assert cursor.discarded_seqs == [2, 3] and queue.paging and queue.depth == 8
+    assert queue.purge(2) == 1 + 6  # 4, then nothing waits in memory: 5..10 go as well
+    assert not queue.paging and queue.depth == 1 and cursor.discarded_seqs == [2, 3, 4]
+    assert queue.purge(2) == 0
+    queue.settle(consumer.got[0], ACCEPT, consumer)
+    assert queue.depth == 0 and queue.low_water() == -1  # the router writes its next sequence as the mark
+
+
+def test_purge_of_a_queue_whose_memory_is_empty_still_moves_the_low_water_mark():
+    queue, journal = paged_queue(limit=2)
+    cursor = Cursor()
+    queue.cursor = cursor
+    publish(queue, journal, 1, 2, 3, 4)
+    consumer = Consumer(credit=2)
+    queue.add_consumer(consumer)
+    queue.dispatch()
+    for message in consumer.got:
+        queue.settle(message, ACCEPT, consumer)
+    cursor.acks_since_low_water = 0  # the housekeeping wrote the mark
+    assert queue.purge(10) == 2  # 3 and 4, in the journal only
+    assert cursor.acks_since_low_water == 1 and queue.depth == 0

@@ -157,7 +157,9 @@ def test_routes_answer_without_a_request_loop():
         )
         status, content_type, body = endpoint.answer("/metrics")
         assert (status, body) == (200, b"") and content_type.startswith("text/plain; version=")
-        assert endpoint.answer("/")[0] == 404
+        assert endpoint.answer("/nowhere")[0] == 404
+        status, content_type, page = endpoint.answer("/")
+        assert (status, content_type) == (200, "text/html; charset=utf-8") and b"console.js" in page
     finally:
         endpoint.close()
 
