@@ -52,6 +52,34 @@ def _tables(spark: SparkSession, store: JdbcStore, partitions: int, parquet: str
     return read_store(spark, store, partitions)
 
 
+def selector_scope(spark: SparkSession, journal: DataFrame, consumers: DataFrame) -> DataFrame | None:
+    """Which addresses each consumer reads when some are durable subscriptions on topic selectors (None when
+    none is): the path consumers' own addresses, and for each selector subscription every topic in the journal
+    its selector matches (``subgate.topics`` decides, on the driver, over the journal's distinct topics). The
+    connection's read permission, which the server also applies, is not known here."""
+    from pyspark.sql import functions as F
+
+    from subgate.pipeline import names as n
+
+    selected = consumers.where(F.col("topic") != F.col(n.ADDRESS)).select(n.CURSOR_ID, "topic").collect()
+    if not selected:
+        return None
+    from subgate.topics.errors import SelectorError
+    from subgate.topics.selectors import parse_selector
+
+    topics = journal.where(F.col(n.NODE_KIND) == "topic").select(n.ADDRESS).distinct().collect()
+    addresses = [row[n.ADDRESS] for row in topics]
+    pairs: list[tuple[int, str]] = []
+    for row in selected:
+        try:
+            selector = parse_selector(row["topic"])
+        except SelectorError:  # not a selector the server would take: it reads nothing
+            continue
+        pairs += [(row[n.CURSOR_ID], address) for address in addresses if selector.matches(address)]
+    extra = spark.createDataFrame(pairs, f"{n.CURSOR_ID} BIGINT, {n.ADDRESS} STRING")
+    return lag.path_scope(consumers).unionByName(extra)
+
+
 def run_lag(
     spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
 ) -> LagResult:
@@ -59,7 +87,8 @@ def run_lag(
     branch totals."""
     tables = _tables(spark, store, partitions, parquet)
     consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
-    rows = lag.lag(tables.journal, consumers, tables.acks, now).cache()
+    scope = selector_scope(spark, tables.journal, consumers)
+    rows = lag.lag(tables.journal, consumers, tables.acks, now, scope).cache()
     try:
         return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
     finally:
@@ -110,7 +139,8 @@ def run_retention(
         cursors = collect(tables.cursors)
         consumers = lag.consumers(tables.subscriptions, tables.cursors)
         cutoff = now - timedelta(milliseconds=retention_ms)
-        rows = collect(retention.retention_plan(journal, consumers, tables.acks, cutoff))
+        scope = selector_scope(spark, journal, consumers)
+        rows = collect(retention.retention_plan(journal, consumers, tables.acks, cutoff, scope))
     finally:
         journal.unpersist()
     return RetentionResult(tables.snapshot, rows, compaction_plan(tables.snapshot, now, retention_ms, cursors, rows))
@@ -147,7 +177,8 @@ def run_report(
     journal = tables.journal.cache()
     try:
         consumers = lag.consumers(tables.subscriptions, tables.cursors)
-        lag_rows = collect(lag.lag(journal, consumers, tables.acks, now))
+        scope = selector_scope(spark, journal, consumers)
+        lag_rows = collect(lag.lag(journal, consumers, tables.acks, now, scope))
         audit_rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]
         volume_rows = collect(volume.volume(journal))
     finally:

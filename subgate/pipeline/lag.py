@@ -55,7 +55,8 @@ HOUR = timedelta(hours=1)
 
 def consumers(subscriptions: DataFrame, cursors: DataFrame) -> DataFrame:
     """One row per journal consumer: ``cursor_id``, ``kind`` (subscription or queue), ``name``, ``client_id``,
-    ``topic``, ``subscription_kind`` (null for a queue) and ``low_water``."""
+    ``topic`` (the subscription's topic path or topic selector; a queue's name), ``subscription_kind`` (null for a
+    queue), ``low_water`` and ``address`` (its cursor's: the topic, or a selector's path prefix)."""
     subs = subscriptions.where(F.col(n.DURABLE) & F.col(n.CURSOR_ID).isNotNull()).alias("s")
     cur = cursors.alias("c")
     durable = subs.join(cur, F.col(f"s.{n.CURSOR_ID}") == F.col(f"c.{n.ID}")).select(
@@ -63,9 +64,10 @@ def consumers(subscriptions: DataFrame, cursors: DataFrame) -> DataFrame:
         F.lit(n.SUBSCRIPTION).alias("kind"),
         F.col(f"s.{n.NAME}").alias("name"),
         F.col(f"s.{n.CLIENT_ID}").alias("client_id"),
-        F.col(f"c.{n.ADDRESS}").alias("topic"),
+        F.col(f"s.{n.TOPIC}").alias("topic"),
         F.col(f"s.{n.KIND}").alias("subscription_kind"),
         F.col(f"c.{n.LOW_WATER}").alias("low_water"),
+        F.col(f"c.{n.ADDRESS}").alias(n.ADDRESS),
     )
     queues = cursors.where(F.col(n.OWNER_KIND) == n.QUEUE).select(
         F.col(n.ID).alias(n.CURSOR_ID),
@@ -75,8 +77,16 @@ def consumers(subscriptions: DataFrame, cursors: DataFrame) -> DataFrame:
         F.col(n.ADDRESS).alias("topic"),
         F.lit(None).cast("string").alias("subscription_kind"),
         F.col(n.LOW_WATER).alias("low_water"),
+        F.col(n.ADDRESS).alias(n.ADDRESS),
     )
     return durable.unionByName(queues)
+
+
+def path_scope(consumer: DataFrame) -> DataFrame:
+    """Which journal addresses each consumer reads (``cursor_id``, ``address``) when none is a topic selector:
+    its cursor's address. A selector subscription (its ``topic`` is not its cursor's address) reads every topic
+    its selector matches: ``jobs`` adds those pairs (``selector_scope``)."""
+    return consumer.where(F.col("topic") == F.col(n.ADDRESS)).select(n.CURSOR_ID, n.ADDRESS)
 
 
 def _seconds_before(now: datetime, column: str) -> Column:
@@ -85,34 +95,47 @@ def _seconds_before(now: datetime, column: str) -> Column:
     return ((F.lit(now_us) - F.unix_micros(F.col(column))) / F.lit(1_000_000.0)).cast("double")
 
 
-def backlog_rows(journal: DataFrame, consumer: DataFrame, acks: DataFrame, *, persistent: bool = True) -> DataFrame:
-    """Each consumer's backlog rows: ``cursor_id``, the journal ``id`` and its ``ts``; with ``persistent`` False,
-    its non-persistent rows too."""
-    rows = (journal.where(F.col(n.DURABLE)) if persistent else journal).select(n.ID, n.ADDRESS, n.TS).alias("m")
-    cons = consumer.select(n.CURSOR_ID, "topic", "low_water").alias("k")
-    above = rows.join(
-        cons, (F.col(f"m.{n.ADDRESS}") == F.col("k.topic")) & (F.col(f"m.{n.ID}") > F.col("k.low_water"))
-    ).select(F.col(f"k.{n.CURSOR_ID}").alias(n.CURSOR_ID), F.col(f"m.{n.ID}").alias(n.ID), F.col(f"m.{n.TS}"))
+def _rows_of(journal: DataFrame, consumer: DataFrame, scope: DataFrame | None) -> DataFrame:
+    """Each consumer's journal rows: ``cursor_id``, ``low_water``, ``id``, ``ts``, ``durable``, ``address``."""
+    reads = path_scope(consumer) if scope is None else scope
+    positions = consumer.select(n.CURSOR_ID, "low_water")
+    return (
+        journal.select(n.ID, n.ADDRESS, n.TS, n.DURABLE)
+        .join(reads, n.ADDRESS)
+        .join(positions, n.CURSOR_ID)
+        .select(n.CURSOR_ID, "low_water", n.ID, n.TS, n.DURABLE, n.ADDRESS)
+    )
+
+
+def backlog_rows(
+    journal: DataFrame,
+    consumer: DataFrame,
+    acks: DataFrame,
+    *,
+    persistent: bool = True,
+    scope: DataFrame | None = None,
+) -> DataFrame:
+    """Each consumer's backlog rows: ``cursor_id``, the journal ``id``, its ``ts`` and ``address``; with
+    ``persistent`` False,
+    its non-persistent rows too. ``scope``: which addresses each consumer reads (default ``path_scope``)."""
+    rows = _rows_of(journal, consumer, scope)
+    above = rows.where((F.col(n.ID) > F.col("low_water")) & (F.col(n.DURABLE) if persistent else F.lit(True)))
     accepted = acks.select(F.col(n.CURSOR_ID), F.col(n.MESSAGE_ID).alias(n.ID))
-    return above.join(accepted, [n.CURSOR_ID, n.ID], "left_anti")
+    return above.select(n.CURSOR_ID, n.ID, n.TS, n.ADDRESS).join(accepted, [n.CURSOR_ID, n.ID], "left_anti")
 
 
-def lag(journal: DataFrame, consumer: DataFrame, acks: DataFrame, now: datetime) -> DataFrame:
-    """One row per consumer (``LAG_COLUMNS``), sorted by kind, topic, name and client-id.
+def lag(
+    journal: DataFrame, consumer: DataFrame, acks: DataFrame, now: datetime, scope: DataFrame | None = None
+) -> DataFrame:
+    """One row per consumer (``LAG_COLUMNS``), sorted by kind, topic, name and client-id. ``scope``: which
+    addresses each consumer reads (default ``path_scope``).
 
     One pass: each consumer's persistent rows (above its mark, or of the last hour), marked with its accepts, then
     one aggregation per consumer."""
     recent = (F.col(n.TS) > F.lit(now - HOUR)) & (F.col(n.TS) <= F.lit(now))
-    rows = journal.where(F.col(n.DURABLE)).select(n.ID, n.ADDRESS, n.TS).alias("m")
-    cons = consumer.select(n.CURSOR_ID, "topic", "low_water").alias("k")
     paired = (
-        rows.join(cons, F.col(f"m.{n.ADDRESS}") == F.col("k.topic"))
-        .select(
-            F.col(f"k.{n.CURSOR_ID}").alias(n.CURSOR_ID),
-            F.col(f"m.{n.ID}").alias(n.ID),
-            F.col(f"m.{n.TS}").alias(n.TS),
-            (F.col(f"m.{n.ID}") > F.col("k.low_water")).alias("above"),
-        )
+        _rows_of(journal.where(F.col(n.DURABLE)), consumer, scope)
+        .withColumn("above", F.col(n.ID) > F.col("low_water"))
         .where(F.col("above") | recent)
     )
     accepted = acks.select(F.col(n.CURSOR_ID), F.col(n.MESSAGE_ID).alias(n.ID), F.lit(True).alias("acked"))

@@ -160,14 +160,45 @@ class StoreTables:
     publishers: DataFrame
 
 
+def read_positions(spark: SparkSession, store: JdbcStore) -> tuple[DataFrame, DataFrame]:
+    """Every cursor and its accepts (``ack_cursors``, ``acks``), read in one statement and kept: one consistent
+    view. Read apart, a low-water mark moving in between (it deletes the accepts it passes) could be missed by
+    the cursors' read and seen by the accepts' one, and the rows it passed would count as unaccepted."""
+    from pyspark.sql import functions as F
+
+    cursor_columns = n.TABLES[n.ACK_CURSORS]
+    query = (
+        f"SELECT {', '.join('c.' + c for c in cursor_columns)}, a.{n.MESSAGE_ID} FROM {n.ACK_CURSORS} c "
+        f"LEFT JOIN {n.ACKS} a ON a.{n.CURSOR_ID} = c.{n.ID}"
+    )
+    reader = _reader(spark, store).option("query", query)
+    if store.sqlite:
+        schema = (
+            f"{_custom_schema(n.ACK_CURSORS, cursor_columns)}, {n.MESSAGE_ID} {n.SPARK_TYPES[n.ACKS][n.MESSAGE_ID]}"
+        )
+        reader = reader.option("customSchema", schema)
+    types = n.SPARK_TYPES[n.ACK_CURSORS]
+    both = reader.load().select(
+        *(F.col(c).cast(types[c]) for c in cursor_columns),
+        F.col(n.MESSAGE_ID).cast(n.SPARK_TYPES[n.ACKS][n.MESSAGE_ID]),
+    )
+    # localCheckpoint: read now, once; every later use takes the kept rows, never the store again.
+    kept = both.localCheckpoint(eager=True)
+    cursors = kept.select(*cursor_columns).distinct()
+    acks = kept.where(F.col(n.MESSAGE_ID).isNotNull()).select(F.col(n.ID).alias(n.CURSOR_ID), n.MESSAGE_ID)
+    return cursors, acks
+
+
 def read_store(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> StoreTables:
-    """Take the snapshot, then describe every table the jobs read (Spark reads them when a job runs)."""
+    """Take the snapshot and the positions, then describe the other tables the jobs read (Spark reads them when
+    a job runs)."""
     snapshot = take_snapshot(spark, store)
+    cursors, acks = read_positions(spark, store)
     return StoreTables(
         snapshot,
         read_journal(spark, store, snapshot, partitions),
-        read_table(spark, store, n.ACK_CURSORS),
-        read_table(spark, store, n.ACKS),
+        cursors,
+        acks,
         read_table(spark, store, n.SUBSCRIPTIONS),
         read_table(spark, store, n.PUBLISHERS),
     )
@@ -199,11 +230,12 @@ def read_store_with_parquet(spark: SparkSession, store: JdbcStore, dataset: str)
 
     exported = read_parquet(spark, dataset)
     snapshot = parquet_snapshot(exported)
+    cursors, acks = read_positions(spark, store)
     return StoreTables(
         snapshot,
         exported.where(F.col(n.ID) <= snapshot.last_id).select(*n.MESSAGE_COLUMNS),
-        read_table(spark, store, n.ACK_CURSORS),
-        read_table(spark, store, n.ACKS),
+        cursors,
+        acks,
         read_table(spark, store, n.SUBSCRIPTIONS),
         read_table(spark, store, n.PUBLISHERS),
     )

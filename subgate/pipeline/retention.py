@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from subgate.pipeline import names as n
-from subgate.pipeline.lag import backlog_rows
+from subgate.pipeline.lag import backlog_rows, path_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,15 +27,17 @@ if TYPE_CHECKING:
 PLAN_COLUMNS = ("topic", "kind", "consumers", "rows", "bytes", "delete_through", "free_rows", "free_bytes")
 
 
-def retention_plan(journal: DataFrame, consumer: DataFrame, acks: DataFrame, cutoff: datetime) -> DataFrame:
+def retention_plan(
+    journal: DataFrame, consumer: DataFrame, acks: DataFrame, cutoff: datetime, scope: DataFrame | None = None
+) -> DataFrame:
     """One row per address in the journal (``PLAN_COLUMNS``), sorted by topic then kind: its rows and bytes, the
-    sequence up to which every row may be deleted (null: none may) and the rows and bytes that frees."""
-    unaccepted = backlog_rows(journal, consumer, acks, persistent=False).select(n.CURSOR_ID, n.ID)
-    by_cursor = consumer.select(n.CURSOR_ID, F.col("topic").alias(n.ADDRESS))
-    held = unaccepted.join(by_cursor, n.CURSOR_ID).select(n.ADDRESS, n.ID)
+    sequence up to which every row may be deleted (null: none may) and the rows and bytes that frees. ``scope``:
+    which addresses each consumer reads (default ``lag.path_scope``)."""
+    held = backlog_rows(journal, consumer, acks, persistent=False, scope=scope).select(n.ADDRESS, n.ID)
     young = journal.where(F.col(n.TS) > F.lit(cutoff)).select(n.ADDRESS, n.ID)
     first_blocked = held.unionByName(young).groupBy(n.ADDRESS).agg(F.min(n.ID).alias("blocked"))
-    counted = consumer.groupBy(F.col("topic").alias(n.ADDRESS)).agg(F.count(F.lit(1)).alias("consumers"))
+    reads = path_scope(consumer) if scope is None else scope
+    counted = reads.groupBy(n.ADDRESS).agg(F.count(F.lit(1)).alias("consumers"))
     per_address = (
         journal.join(first_blocked, n.ADDRESS, "left")
         .withColumn("free", F.col("blocked").isNull() | (F.col(n.ID) < F.col("blocked")))

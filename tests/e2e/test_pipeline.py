@@ -205,3 +205,19 @@ def check_report(store_url: str, out: Path) -> None:
     seen = pixels(shot)
     for chart, colour in BAR_COLOURS.items():
         assert seen[colour] > 500, f"the {chart} chart's bars are not in the screenshot"
+
+
+def test_lag_of_a_durable_subscription_on_a_topic_selector(make_server, sqlite_url, spark):
+    """Its backlog is every row of the topics its selector matches, not only of its cursor's path prefix."""
+    from tests.support.jms import DURABLE, TOPIC, JmsWire
+
+    server = make_server(sqlite_url)
+    with JmsWire.connect(server.address, client_id="sel-app") as jms:
+        assert jms.session().consumer("?plsel/.*", DURABLE, name="s").detach() is None
+        session = jms.session()
+        for topic in ("plsel/eu", "other/x", "plsel/us", "plsel", "plsel/eu/deeper"):
+            session.producer(topic, TOPIC).send(f"to {topic}")
+    lag = pipeline_json("lag", "--store", sqlite_url)
+    assert [(r["kind"], r["name"], r["client_id"], r["topic"], r["backlog"], r["in_last_hour"]) for r in lag] == [
+        ("subscription", "s", "sel-app", "?plsel/.*", 2, 2)  # eu and us: one pattern per segment (docs/topics.md)
+    ]

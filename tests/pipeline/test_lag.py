@@ -9,7 +9,7 @@ from tests.pipeline.frames import BIG, NOW, acks, ago, cursors, journal, message
 
 CONSUMER_SCHEMA = (
     "cursor_id BIGINT, kind STRING, name STRING, client_id STRING, topic STRING, subscription_kind STRING, "
-    "low_water BIGINT"
+    "low_water BIGINT, address STRING"
 )
 LAG_SCHEMA = (
     "kind STRING, name STRING, client_id STRING, topic STRING, subscription_kind STRING, low_water BIGINT, "
@@ -38,9 +38,9 @@ def test_consumers_are_durable_subscriptions_with_a_cursor_and_queues(spark):
     subs, curs = consumer_frames(spark)
     expected = spark.createDataFrame(
         [
-            (10, "subscription", "s1", "app1", "prices/fx", "durable", BIG + 2),
-            (11, "subscription", "g1", None, "prices/fx", "shared-durable", 0),
-            (12, "queue", "jobs/a", None, "jobs/a", None, BIG),
+            (10, "subscription", "s1", "app1", "prices/fx", "durable", BIG + 2, "prices/fx"),
+            (11, "subscription", "g1", None, "prices/fx", "shared-durable", 0, "prices/fx"),
+            (12, "queue", "jobs/a", None, "jobs/a", None, BIG, "jobs/a"),
         ],
         CONSUMER_SCHEMA,
     )
@@ -113,3 +113,33 @@ def test_branch_totals_sum_per_first_path_segment_and_per_queue(spark):
         "in_last_hour BIGINT, out_last_hour BIGINT",
     )
     assertDataFrameEqual(lag.branch_totals(rows), expected, checkRowOrder=True)
+
+
+def test_a_selector_subscription_reads_every_topic_its_selector_matches(spark):
+    from subgate.pipeline.jobs import selector_scope
+
+    subs = subscriptions(spark, (1, "durable", True, "app1", "all", "?prices/.*", 10))
+    curs = cursors(spark, (10, "subscription", "app1.all", "prices", 1), (12, "queue", "q", "q", 0))
+    rows = journal(
+        spark,
+        message(1, "prices/fx", ts=ago(10)),  # at the mark
+        message(2, "prices/fx", ts=ago(9)),
+        message(3, "prices", ts=ago(8)),  # the prefix itself: '?prices/.*' needs a second segment
+        message(4, "prices/eq", ts=ago(7)),
+        message(5, "orders", ts=ago(6)),
+        message(6, "q", ts=ago(5), kind="queue"),
+    )
+    consumer = lag.consumers(subs, curs)
+    scope = selector_scope(spark, rows, consumer)
+    expected_scope = spark.createDataFrame(
+        [(10, "prices/fx"), (10, "prices/eq"), (12, "q")], "cursor_id BIGINT, address STRING"
+    )
+    assertDataFrameEqual(scope, expected_scope)
+    expected = spark.createDataFrame(
+        [
+            ("queue", "q", None, "q", None, 0, 1, 5.0, 1, 0),
+            ("subscription", "all", "app1", "?prices/.*", "durable", 1, 2, 9.0, 3, 1),
+        ],
+        LAG_SCHEMA,
+    )
+    assertDataFrameEqual(lag.lag(rows, consumer, acks(spark), NOW, scope), expected, checkRowOrder=True)
