@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# make test also installs the pipeline extra (pyspark: ~1 min to build the first time, cached in $PIP_CACHE_DIR);
+# make run stays lean: the broker needs neither pyspark nor Java.
+TEST_STAMP := $(VENV)/.installed-test-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: run test lint typecheck bench bench-topics clean install
@@ -16,7 +19,12 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-[0-9]*
+	touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,pipeline]'
+	rm -f $(VENV)/.installed-test-*
 	touch $@
 
 install: $(STAMP)
@@ -32,7 +40,7 @@ run: $(STAMP)
 # TEST_WORKERS=0 runs every test in one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	bash scripts/install-test-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy subgate

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.server import SubgateProcess
 
-pytest_plugins = ["tests.support.pytest_postgres"]
+pytest_plugins = ["tests.support.pytest_postgres", "tests.support.spark"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

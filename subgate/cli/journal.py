@@ -1,4 +1,5 @@
-"""``subgate journal stats``: how big the journal is and how old, whole and per topic branch.
+"""``subgate journal stats``: how big the journal is and how old, whole and per topic branch; ``subgate journal
+compact --plan FILE``: apply a retention plan of ``subgate pipeline retention`` (``storage.compaction``).
 
 Like ``subgate subscriptions list``, it asks the running server that owns the store (``$management`` type
 ``journal``, operation READ: ``gateway.store_reports``), else ``--server`` when one is given, and reads the store
@@ -11,12 +12,13 @@ the path and prints (the table with ``cli.tables``).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 
 from subgate.cli.management import ManagementError, ManagementUnavailable
-from subgate.cli.options import store_sessions
+from subgate.cli.options import resolve_store, store_sessions, with_store
 from subgate.cli.subscriptions import Target, make_target, running_server, target_options
 from subgate.cli.tables import iso_time, print_table, table_time
 from subgate.engine.records import BranchFigures, JournalEnd, JournalFigures, JournalStats
@@ -136,3 +138,39 @@ def stats_command(
         click.echo(json.dumps(stats_json(stats), indent=2))
     else:
         print_stats(stats)
+
+
+@journal.command("compact")
+@click.option(
+    "--plan",
+    "plan_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The plan written by 'subgate pipeline retention --out DIR' (DIR/retention-plan.json).",
+)
+@click.option("--batch", type=click.IntRange(1), default=10_000, show_default=True, help="Rows per transaction.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of text.")
+@with_store
+def compact_command(plan_path: Path, batch: int, as_json: bool, store: str | None) -> None:
+    """Delete the journal rows a retention plan names, in bounded batches; refused when queues or durable
+    subscriptions were created (or set back) since the plan was made."""
+    from subgate.storage.compaction import PlanRefused, compact
+    from subgate.storage.db import check_schema, make_engine
+
+    try:
+        plan = json.loads(plan_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the plan {plan_path}: {exc}") from exc
+    url = resolve_store(store)
+    check_schema(url, migrate=False)
+    engine = make_engine(url)
+    try:
+        deleted = compact(engine, plan, batch=batch)
+    except PlanRefused as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps({"deleted": deleted}))
+    else:
+        click.echo(f"deleted {deleted} journal rows")

@@ -1,5 +1,5 @@
-"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal, queues, connections, status. Each
-command parses its arguments and calls one function."""
+"""``subgate``: serve, db, users, subscriptions, topics, bookmarks, journal, queues, connections, status,
+pipeline. Each command parses its arguments and calls one function."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from subgate.cli.options import (
     with_store,
 )
 from subgate.cli.permissions import grants, roles
+from subgate.cli.pipeline import pipeline
 from subgate.cli.queues import queues
 from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.status import status
@@ -56,6 +57,7 @@ main.add_command(subscribe)
 main.add_command(queues)
 main.add_command(connections)
 main.add_command(status)
+main.add_command(pipeline)
 
 
 @main.command()

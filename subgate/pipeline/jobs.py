@@ -1,0 +1,187 @@
+"""The pipeline's lag and audit jobs: read the store (``readers``: the journal by JDBC or from the Parquet export),
+apply the transformations (``lag``, ``audit``), and hand back plain rows for the command line to print or write.
+
+Owns each job's wiring and the rows' JSON shape; the rules live in the transformation modules. A job is
+``run_*(spark, store, ...)``: the SparkSession and the clock are passed in, so the same job runs in the embedded
+``local[*]`` session, in a test's shared session and under ``spark-submit`` on a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from subgate.pipeline import audit, lag, report, retention, volume
+from subgate.pipeline.readers import JdbcStore, Snapshot, StoreTables, read_store, read_store_with_parquet
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LagResult:
+    """Rows of ``lag.LAG_COLUMNS`` per consumer and of ``lag.BRANCH_COLUMNS`` per branch, at a journal cut."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+    branches: list[Row]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Rows of ``audit.AUDIT_COLUMNS`` (``gaps`` as ``[first_missing, last_missing]`` pairs, and
+    ``gap_bookmarks`` as ``[before, after]`` pairs beside them), at a journal cut."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+
+
+def collect(df: DataFrame) -> list[Row]:
+    """A frame's rows as plain dicts (nested rows too)."""
+    return [row.asDict(recursive=True) for row in df.collect()]
+
+
+def _tables(spark: SparkSession, store: JdbcStore, partitions: int, parquet: str | None) -> StoreTables:
+    """The journal from the store (JDBC), or from the Parquet export at ``parquet``; the small tables from the
+    store either way."""
+    if parquet is not None:
+        return read_store_with_parquet(spark, store, parquet)
+    return read_store(spark, store, partitions)
+
+
+def selector_scope(spark: SparkSession, journal: DataFrame, consumers: DataFrame) -> DataFrame | None:
+    """Which addresses each consumer reads when some are durable subscriptions on topic selectors (None when
+    none is): the path consumers' own addresses, and for each selector subscription every topic in the journal
+    its selector matches (``subgate.topics`` decides, on the driver, over the journal's distinct topics). The
+    connection's read permission, which the server also applies, is not known here."""
+    from pyspark.sql import functions as F
+
+    from subgate.pipeline import names as n
+
+    selected = consumers.where(F.col("topic") != F.col(n.ADDRESS)).select(n.CURSOR_ID, "topic").collect()
+    if not selected:
+        return None
+    from subgate.topics.errors import SelectorError
+    from subgate.topics.selectors import parse_selector
+
+    topics = journal.where(F.col(n.NODE_KIND) == "topic").select(n.ADDRESS).distinct().collect()
+    addresses = [row[n.ADDRESS] for row in topics]
+    pairs: list[tuple[int, str]] = []
+    for row in selected:
+        try:
+            selector = parse_selector(row["topic"])
+        except SelectorError:  # not a selector the server would take: it reads nothing
+            continue
+        pairs += [(row[n.CURSOR_ID], address) for address in addresses if selector.matches(address)]
+    extra = spark.createDataFrame(pairs, f"{n.CURSOR_ID} BIGINT, {n.ADDRESS} STRING")
+    return lag.path_scope(consumers).unionByName(extra)
+
+
+def run_lag(
+    spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
+) -> LagResult:
+    """One pass over the journal (only the columns the plan needs are read); the small result is kept for the
+    branch totals."""
+    tables = _tables(spark, store, partitions, parquet)
+    consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
+    scope = selector_scope(spark, tables.journal, consumers)
+    rows = lag.lag(tables.journal, consumers, tables.acks, now, scope).cache()
+    try:
+        return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
+    finally:
+        rows.unpersist()
+        consumers.unpersist()
+
+
+def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2, parquet: str | None = None) -> AuditResult:
+    tables = _tables(spark, store, partitions, parquet)
+    journal = tables.journal.cache()
+    try:
+        rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]
+        return AuditResult(tables.snapshot, rows)
+    finally:
+        journal.unpersist()
+
+
+def audit_json(row: Row) -> Row:
+    """An audit row as ``--json`` prints it: each gap as a ``[first_missing, last_missing]`` pair."""
+    gaps = row["gaps"] or []
+    return {
+        **row,
+        "gaps": [[gap["first_missing"], gap["last_missing"]] for gap in gaps],
+        "gap_bookmarks": [[gap["before"], gap["after"]] for gap in gaps],
+    }
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    """Rows of ``retention.PLAN_COLUMNS`` per address, and the plan ``subgate journal compact --plan`` applies."""
+
+    snapshot: Snapshot
+    rows: list[Row]
+    plan: dict[str, Any]
+
+
+def run_retention(
+    spark: SparkSession,
+    store: JdbcStore,
+    now: datetime,
+    retention_ms: int,
+    partitions: int = 2,
+    parquet: str | None = None,
+) -> RetentionResult:
+    tables = _tables(spark, store, partitions, parquet)
+    journal = tables.journal.cache()
+    try:
+        cursors = collect(tables.cursors)
+        consumers = lag.consumers(tables.subscriptions, tables.cursors)
+        cutoff = now - timedelta(milliseconds=retention_ms)
+        scope = selector_scope(spark, journal, consumers)
+        rows = collect(retention.retention_plan(journal, consumers, tables.acks, cutoff, scope))
+    finally:
+        journal.unpersist()
+    return RetentionResult(tables.snapshot, rows, compaction_plan(tables.snapshot, now, retention_ms, cursors, rows))
+
+
+def compaction_plan(
+    snapshot: Snapshot, now: datetime, retention_ms: int, cursors: list[Row], rows: list[Row]
+) -> dict[str, Any]:
+    """The plan file: what may be deleted per address, and the positions it was computed from (the store's
+    cursors then: ``journal compact`` refuses the plan when one was created since or set back)."""
+    return {
+        "plan": "subgate-journal-compaction",
+        "version": 1,
+        "created_at": now.isoformat().replace("+00:00", "Z"),
+        "retention_ms": retention_ms,
+        "journal_cut": snapshot.last_id,
+        "cursors": [
+            {"id": c["id"], "owner": c["owner"], "address": c["address"], "low_water": c["low_water"]}
+            for c in sorted(cursors, key=lambda c: c["id"])
+        ],
+        "delete": [
+            {"topic": r["topic"], "kind": r["kind"], "through": r["delete_through"], "rows": r["free_rows"]}
+            for r in rows
+            if r["delete_through"] is not None
+        ],
+    }
+
+
+def run_report(
+    spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
+) -> tuple[Snapshot, str]:
+    """The HTML page of ``report``: lag, audit and the journal's volume per topic and day, from one read."""
+    tables = _tables(spark, store, partitions, parquet)
+    journal = tables.journal.cache()
+    try:
+        consumers = lag.consumers(tables.subscriptions, tables.cursors)
+        scope = selector_scope(spark, journal, consumers)
+        lag_rows = collect(lag.lag(journal, consumers, tables.acks, now, scope))
+        audit_rows = [audit_json(row) for row in collect(audit.audit(journal, tables.publishers))]
+        volume_rows = collect(volume.volume(journal))
+    finally:
+        journal.unpersist()
+    page = report.render(lag_rows, audit_rows, volume_rows, generated=now, cut=tables.snapshot.last_id)
+    return tables.snapshot, page

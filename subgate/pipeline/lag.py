@@ -1,0 +1,184 @@
+"""The lag job's transformations: who is behind, per durable subscription and per queue, and per topic branch.
+
+Pure: ``DataFrame -> DataFrame`` with the frames and the job's clock passed in; no I/O, no SparkSession made here.
+
+- A **consumer** of the journal is a durable subscription (``subscriptions`` row with ``durable`` and a cursor)
+  or a queue (an ``ack_cursors`` row with ``owner_kind = 'queue'``). Its position is its cursor: the low-water
+  sequence plus the ``acks`` above it (docs/bookmarks.md, "Positions").
+- **backlog**: journal rows of its topic (``messages.address``) above the low-water mark that it has not acked,
+  persistent ones only (``durable``), as ``subgate bookmarks show`` counts them on the store (a non-persistent row
+  is dropped by the next server start). The selector and no-local are not applied (they are applied when rows
+  are delivered).
+- **oldest_unaccepted_age_s**: ``now`` minus the journal time of the oldest backlog row, in seconds (null when
+  the backlog is empty).
+- **in_last_hour**: persistent rows journaled on its topic in the hour before ``now``; **out_last_hour**: those of
+  them no longer in its backlog (accepted, or below its start). The store keeps no time of an accept, so "out" is
+  counted by when the rows came in.
+- **branch totals**: the consumers grouped by branch (a topic's first path segment, a queue's whole name).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from subgate.pipeline import names as n
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+LAG_COLUMNS = (
+    "kind",
+    "name",
+    "client_id",
+    "topic",
+    "subscription_kind",
+    "low_water",
+    "backlog",
+    "oldest_unaccepted_age_s",
+    "in_last_hour",
+    "out_last_hour",
+)
+BRANCH_COLUMNS = (
+    "branch",
+    "kind",
+    "consumers",
+    "backlog",
+    "oldest_unaccepted_age_s",
+    "in_last_hour",
+    "out_last_hour",
+)
+HOUR = timedelta(hours=1)
+
+
+def consumers(subscriptions: DataFrame, cursors: DataFrame) -> DataFrame:
+    """One row per journal consumer: ``cursor_id``, ``kind`` (subscription or queue), ``name``, ``client_id``,
+    ``topic`` (the subscription's topic path or topic selector; a queue's name), ``subscription_kind`` (null for a
+    queue), ``low_water`` and ``address`` (its cursor's: the topic, or a selector's path prefix)."""
+    subs = subscriptions.where(F.col(n.DURABLE) & F.col(n.CURSOR_ID).isNotNull()).alias("s")
+    cur = cursors.alias("c")
+    durable = subs.join(cur, F.col(f"s.{n.CURSOR_ID}") == F.col(f"c.{n.ID}")).select(
+        F.col(f"c.{n.ID}").alias(n.CURSOR_ID),
+        F.lit(n.SUBSCRIPTION).alias("kind"),
+        F.col(f"s.{n.NAME}").alias("name"),
+        F.col(f"s.{n.CLIENT_ID}").alias("client_id"),
+        F.col(f"s.{n.TOPIC}").alias("topic"),
+        F.col(f"s.{n.KIND}").alias("subscription_kind"),
+        F.col(f"c.{n.LOW_WATER}").alias("low_water"),
+        F.col(f"c.{n.ADDRESS}").alias(n.ADDRESS),
+    )
+    queues = cursors.where(F.col(n.OWNER_KIND) == n.QUEUE).select(
+        F.col(n.ID).alias(n.CURSOR_ID),
+        F.lit(n.QUEUE).alias("kind"),
+        F.col(n.OWNER).alias("name"),
+        F.lit(None).cast("string").alias("client_id"),
+        F.col(n.ADDRESS).alias("topic"),
+        F.lit(None).cast("string").alias("subscription_kind"),
+        F.col(n.LOW_WATER).alias("low_water"),
+        F.col(n.ADDRESS).alias(n.ADDRESS),
+    )
+    return durable.unionByName(queues)
+
+
+def path_scope(consumer: DataFrame) -> DataFrame:
+    """Which journal addresses each consumer reads (``cursor_id``, ``address``) when none is a topic selector:
+    its cursor's address. A selector subscription (its ``topic`` is not its cursor's address) reads every topic
+    its selector matches: ``jobs`` adds those pairs (``selector_scope``)."""
+    return consumer.where(F.col("topic") == F.col(n.ADDRESS)).select(n.CURSOR_ID, n.ADDRESS)
+
+
+def _seconds_before(now: datetime, column: str) -> Column:
+    """``now - column`` in seconds, to the microsecond (a decimal, then a double)."""
+    now_us = int(now.timestamp()) * 1_000_000 + now.microsecond
+    return ((F.lit(now_us) - F.unix_micros(F.col(column))) / F.lit(1_000_000.0)).cast("double")
+
+
+def _rows_of(journal: DataFrame, consumer: DataFrame, scope: DataFrame | None) -> DataFrame:
+    """Each consumer's journal rows: ``cursor_id``, ``low_water``, ``id``, ``ts``, ``durable``, ``address``."""
+    reads = path_scope(consumer) if scope is None else scope
+    positions = consumer.select(n.CURSOR_ID, "low_water")
+    return (
+        journal.select(n.ID, n.ADDRESS, n.TS, n.DURABLE)
+        .join(reads, n.ADDRESS)
+        .join(positions, n.CURSOR_ID)
+        .select(n.CURSOR_ID, "low_water", n.ID, n.TS, n.DURABLE, n.ADDRESS)
+    )
+
+
+def backlog_rows(
+    journal: DataFrame,
+    consumer: DataFrame,
+    acks: DataFrame,
+    *,
+    persistent: bool = True,
+    scope: DataFrame | None = None,
+) -> DataFrame:
+    """Each consumer's backlog rows: ``cursor_id``, the journal ``id``, its ``ts`` and ``address``; with
+    ``persistent`` False,
+    its non-persistent rows too. ``scope``: which addresses each consumer reads (default ``path_scope``)."""
+    rows = _rows_of(journal, consumer, scope)
+    above = rows.where((F.col(n.ID) > F.col("low_water")) & (F.col(n.DURABLE) if persistent else F.lit(True)))
+    accepted = acks.select(F.col(n.CURSOR_ID), F.col(n.MESSAGE_ID).alias(n.ID))
+    return above.select(n.CURSOR_ID, n.ID, n.TS, n.ADDRESS).join(accepted, [n.CURSOR_ID, n.ID], "left_anti")
+
+
+def lag(
+    journal: DataFrame, consumer: DataFrame, acks: DataFrame, now: datetime, scope: DataFrame | None = None
+) -> DataFrame:
+    """One row per consumer (``LAG_COLUMNS``), sorted by kind, topic, name and client-id. ``scope``: which
+    addresses each consumer reads (default ``path_scope``).
+
+    One pass: each consumer's persistent rows (above its mark, or of the last hour), marked with its accepts, then
+    one aggregation per consumer."""
+    recent = (F.col(n.TS) > F.lit(now - HOUR)) & (F.col(n.TS) <= F.lit(now))
+    paired = (
+        _rows_of(journal.where(F.col(n.DURABLE)), consumer, scope)
+        .withColumn("above", F.col(n.ID) > F.col("low_water"))
+        .where(F.col("above") | recent)
+    )
+    accepted = acks.select(F.col(n.CURSOR_ID), F.col(n.MESSAGE_ID).alias(n.ID), F.lit(True).alias("acked"))
+    waiting = F.col("above") & F.col("acked").isNull()
+    per_consumer = (
+        paired.join(accepted, [n.CURSOR_ID, n.ID], "left")
+        .groupBy(n.CURSOR_ID)
+        .agg(
+            F.count(F.when(waiting, F.lit(1))).alias("backlog"),
+            F.min(F.when(waiting, F.col(n.TS))).alias("oldest"),
+            F.count(F.when(recent, F.lit(1))).alias("in_last_hour"),
+            F.count(F.when(recent & waiting, F.lit(1))).alias("recent_backlog"),
+        )
+    )
+    out = consumer.join(per_consumer, n.CURSOR_ID, "left").select(
+        *consumer.columns,
+        F.coalesce(F.col("backlog"), F.lit(0)).cast("long").alias("backlog"),
+        _seconds_before(now, "oldest").alias("oldest_unaccepted_age_s"),
+        F.coalesce(F.col("in_last_hour"), F.lit(0)).cast("long").alias("in_last_hour"),
+        (F.coalesce(F.col("in_last_hour"), F.lit(0)) - F.coalesce(F.col("recent_backlog"), F.lit(0)))
+        .cast("long")
+        .alias("out_last_hour"),
+    )
+    return out.select(*LAG_COLUMNS).orderBy("kind", "topic", "name", F.col("client_id").asc_nulls_first())
+
+
+def branch_of(kind: Column, topic: Column) -> Column:
+    """A queue's whole name; a topic's first path segment."""
+    return F.when(kind == n.QUEUE, topic).otherwise(F.split(topic, "/", 2).getItem(0))
+
+
+def branch_totals(lag_rows: DataFrame) -> DataFrame:
+    """The lag rows summed per branch and kind (``BRANCH_COLUMNS``): the worst oldest age, the sums of the rest."""
+    return (
+        lag_rows.withColumn("branch", branch_of(F.col("kind"), F.col("topic")))
+        .groupBy("branch", "kind")
+        .agg(
+            F.count(F.lit(1)).alias("consumers"),
+            F.sum("backlog").cast("long").alias("backlog"),
+            F.max("oldest_unaccepted_age_s").alias("oldest_unaccepted_age_s"),
+            F.sum("in_last_hour").cast("long").alias("in_last_hour"),
+            F.sum("out_last_hour").cast("long").alias("out_last_hour"),
+        )
+        .select(*BRANCH_COLUMNS)
+        .orderBy("branch", "kind")
+    )

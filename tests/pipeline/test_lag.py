@@ -1,0 +1,145 @@
+"""The lag job's transformations (``subgate.pipeline.lag``) on small hand-built frames, compared whole."""
+
+from __future__ import annotations
+
+from pyspark.testing import assertDataFrameEqual
+
+from subgate.pipeline import lag
+from tests.pipeline.frames import BIG, NOW, acks, ago, cursors, journal, message, subscriptions
+
+CONSUMER_SCHEMA = (
+    "cursor_id BIGINT, kind STRING, name STRING, client_id STRING, topic STRING, subscription_kind STRING, "
+    "low_water BIGINT, address STRING"
+)
+LAG_SCHEMA = (
+    "kind STRING, name STRING, client_id STRING, topic STRING, subscription_kind STRING, low_water BIGINT, "
+    "backlog BIGINT, oldest_unaccepted_age_s DOUBLE, in_last_hour BIGINT, out_last_hour BIGINT"
+)
+
+
+def consumer_frames(spark):
+    subs = subscriptions(
+        spark,
+        (1, "durable", True, "app1", "s1", "prices/fx", 10),
+        (2, "shared-durable", True, None, "g1", "prices/fx", 11),
+        (3, "shared-volatile", False, None, "v1", "prices/fx", None),
+        (4, "durable", True, "app2", "lost", "prices/fx", None),  # its cursor row is gone: not a consumer
+    )
+    curs = cursors(
+        spark,
+        (10, "subscription", "app1.s1", "prices/fx", BIG + 2),
+        (11, "subscription", "g1", "prices/fx", 0),
+        (12, "queue", "jobs/a", "jobs/a", BIG),
+    )
+    return subs, curs
+
+
+def test_consumers_are_durable_subscriptions_with_a_cursor_and_queues(spark):
+    subs, curs = consumer_frames(spark)
+    expected = spark.createDataFrame(
+        [
+            (10, "subscription", "s1", "app1", "prices/fx", "durable", BIG + 2, "prices/fx"),
+            (11, "subscription", "g1", None, "prices/fx", "shared-durable", 0, "prices/fx"),
+            (12, "queue", "jobs/a", None, "jobs/a", None, BIG, "jobs/a"),
+        ],
+        CONSUMER_SCHEMA,
+    )
+    assertDataFrameEqual(lag.consumers(subs, curs), expected)
+
+
+def test_backlog_counts_unaccepted_persistent_rows_above_the_position_with_out_of_order_accepts(spark):
+    subs, curs = consumer_frames(spark)
+    rows = journal(
+        spark,
+        message(BIG + 1, ts=ago(7200)),  # below s1's low-water mark
+        message(BIG + 2, ts=ago(7000)),
+        message(BIG + 3, ts=ago(3000.000_001)),  # s1's oldest unaccepted: microseconds count
+        message(BIG + 4, ts=ago(2000)),  # s1 accepted it out of order (BIG + 3 is still held)
+        message(BIG + 5, ts=ago(1000), durable=False),  # non-persistent: not a backlog row
+        message(BIG + 6, ts=ago(10)),
+        message(BIG + 7, "prices/fx/deeper", ts=ago(5)),  # another topic
+        message(BIG + 8, "jobs/a", ts=ago(4000.5), kind="queue"),
+        message(BIG + 9, "jobs/a", ts=ago(1), kind="queue"),
+    )
+    accepted = acks(spark, (10, BIG + 4), (11, BIG + 6), (11, BIG + 1), (12, BIG + 9))
+    result = lag.lag(rows, lag.consumers(subs, curs), accepted, NOW)
+    expected = spark.createDataFrame(
+        [
+            ("queue", "jobs/a", None, "jobs/a", None, BIG, 1, 4000.5, 1, 1),
+            ("subscription", "g1", None, "prices/fx", "shared-durable", 0, 3, 7000.0, 3, 1),
+            ("subscription", "s1", "app1", "prices/fx", "durable", BIG + 2, 2, 3000.000001, 3, 1),
+        ],
+        LAG_SCHEMA,
+    )
+    assertDataFrameEqual(result, expected, checkRowOrder=True)
+
+
+def test_an_empty_journal_leaves_every_consumer_with_no_backlog_and_no_age(spark):
+    subs, curs = consumer_frames(spark)
+    result = lag.lag(journal(spark), lag.consumers(subs, curs), acks(spark), NOW)
+    expected = spark.createDataFrame(
+        [
+            ("queue", "jobs/a", None, "jobs/a", None, BIG, 0, None, 0, 0),
+            ("subscription", "g1", None, "prices/fx", "shared-durable", 0, 0, None, 0, 0),
+            ("subscription", "s1", "app1", "prices/fx", "durable", BIG + 2, 0, None, 0, 0),
+        ],
+        LAG_SCHEMA,
+    )
+    assertDataFrameEqual(result, expected, checkRowOrder=True)
+
+
+def test_no_consumers_no_rows(spark):
+    result = lag.lag(journal(spark, message(1)), lag.consumers(subscriptions(spark), cursors(spark)), acks(spark), NOW)
+    assertDataFrameEqual(result, spark.createDataFrame([], LAG_SCHEMA))
+
+
+def test_branch_totals_sum_per_first_path_segment_and_per_queue(spark):
+    rows = spark.createDataFrame(
+        [
+            ("queue", "jobs/a", None, "jobs/a", None, 0, 1, 40.0, 1, 0),
+            ("subscription", "s1", "app1", "prices/fx", "durable", 0, 2, 30.5, 3, 1),
+            ("subscription", "s2", None, "prices", "shared-durable", 0, 5, 90.25, 4, 0),
+            ("subscription", "s3", "app1", "orders", "durable", 0, 0, None, 0, 0),
+        ],
+        LAG_SCHEMA,
+    )
+    expected = spark.createDataFrame(
+        [
+            ("jobs/a", "queue", 1, 1, 40.0, 1, 0),
+            ("orders", "subscription", 1, 0, None, 0, 0),
+            ("prices", "subscription", 2, 7, 90.25, 7, 1),
+        ],
+        "branch STRING, kind STRING, consumers BIGINT, backlog BIGINT, oldest_unaccepted_age_s DOUBLE, "
+        "in_last_hour BIGINT, out_last_hour BIGINT",
+    )
+    assertDataFrameEqual(lag.branch_totals(rows), expected, checkRowOrder=True)
+
+
+def test_a_selector_subscription_reads_every_topic_its_selector_matches(spark):
+    from subgate.pipeline.jobs import selector_scope
+
+    subs = subscriptions(spark, (1, "durable", True, "app1", "all", "?prices/.*", 10))
+    curs = cursors(spark, (10, "subscription", "app1.all", "prices", 1), (12, "queue", "q", "q", 0))
+    rows = journal(
+        spark,
+        message(1, "prices/fx", ts=ago(10)),  # at the mark
+        message(2, "prices/fx", ts=ago(9)),
+        message(3, "prices", ts=ago(8)),  # the prefix itself: '?prices/.*' needs a second segment
+        message(4, "prices/eq", ts=ago(7)),
+        message(5, "orders", ts=ago(6)),
+        message(6, "q", ts=ago(5), kind="queue"),
+    )
+    consumer = lag.consumers(subs, curs)
+    scope = selector_scope(spark, rows, consumer)
+    expected_scope = spark.createDataFrame(
+        [(10, "prices/fx"), (10, "prices/eq"), (12, "q")], "cursor_id BIGINT, address STRING"
+    )
+    assertDataFrameEqual(scope, expected_scope)
+    expected = spark.createDataFrame(
+        [
+            ("queue", "q", None, "q", None, 0, 1, 5.0, 1, 0),
+            ("subscription", "all", "app1", "?prices/.*", "durable", 1, 2, 9.0, 3, 1),
+        ],
+        LAG_SCHEMA,
+    )
+    assertDataFrameEqual(lag.lag(rows, consumer, acks(spark), NOW, scope), expected, checkRowOrder=True)
