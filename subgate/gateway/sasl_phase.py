@@ -111,6 +111,11 @@ class SaslPhase:
         if channel.sasl is sasl and not channel.closed:
             self._io.write(channel, sasl.data_to_send())
 
+    def tls_established(self, channel: Channel, certificate: dict[str, Any] | None) -> None:
+        """The channel's TLS handshake is over (before any SASL byte): ``certificate`` is the client's, verified,
+        when it presented one."""
+        log.debug("TLS established with %s (client certificate: %s)", channel.peer, certificate is not None)
+
     def forget(self, channel: Channel) -> None:
         """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
         request = channel.verdict_request

@@ -4,9 +4,9 @@ Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (u
 the store's lease (``gateway.ownership``: refused while another live server owns the store), open the HTTP
 endpoint of ``--http`` (``metrics.http``: ``/readyz`` answers 503 until recovery is over), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
-consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address (``/readyz`` turns 200), and on SIGTERM/SIGINT stop accepting, flush the journal, close connections,
-release the lease and return 0.
+consumers take it: ``gateway.paging``), start the journal writer and the container, open the listeners (the
+plain one, and the TLS one of ``--tls-listen``: ``gateway.tls``), log their addresses (``/readyz`` turns 200),
+and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and return 0.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import os
 import resource
 import signal
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.tls import server_context
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
@@ -160,6 +162,12 @@ class Server:
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)
         self.address: tuple[str, int] | None = None
+        self.tls_address: tuple[str, int] | None = None
+        self._tls_context: ssl.SSLContext | None = None
+        if settings.tls_listen:
+            self._tls_context = server_context(
+                settings.tls_cert, settings.tls_key, settings.tls_ca, settings.tls_verify_client
+            )
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
 
@@ -203,6 +211,9 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        if self.settings.tls_listen:
+            host, _, port = self.settings.tls_listen.rpartition(":")
+            self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
         self.ownership.set_address(*self.address)
         return self.address
 
@@ -225,6 +236,8 @@ class Server:
         host, port = self.address  # type: ignore[misc]
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
+        if self.tls_address is not None:  # logged first: "listening on" is the line that says the server is up
+            log.info("subgate %r accepting TLS on %s:%d", self.settings.name, *self.tls_address)
         log.info(
             "subgate %r listening on %s:%d (store %s)",
             self.settings.name,

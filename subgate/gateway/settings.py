@@ -93,6 +93,18 @@ class Settings:
         minimum=0.1,
     )
     frame_timeout: float = setting(30.0, "Seconds a frame may take to arrive whole once it has begun.", minimum=0.1)
+    # Transport security (docs/security.md "TLS"): a second listener that speaks TLS, and what plain text may do.
+    tls_listen: str = setting(
+        "", "HOST:PORT of a second listener that speaks TLS (amqps) ('': none; port 0 picks a free port)."
+    )
+    tls_cert: str = setting("", "PEM file of the TLS listener's certificate (with its chain).")
+    tls_key: str = setting("", "PEM file of the private key of --tls-cert.")
+    tls_ca: str = setting(
+        "", "PEM file of the CAs that client certificates are checked against (a client may then present one)."
+    )
+    tls_verify_client: bool = setting(
+        False, "Require a client certificate, signed by a CA of --tls-ca, on the TLS listener."
+    )
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
     # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
     memory_limit_messages: int = setting(

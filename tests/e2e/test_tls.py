@@ -1,0 +1,132 @@
+"""The TLS listener (``--tls-listen``), with certificates the tests make (tests.support.certificates).
+
+A proton client (``SSLDomain``) and rhea connect over TLS, send and receive; a client that does not trust the
+server's CA, a client certificate from a CA the server does not trust, and a plain-text client on the TLS port all
+fail cleanly, and the server keeps serving TLS and plain clients alike.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+from proton import ConnectionException, SSLDomain, SSLException
+
+from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
+from tests.support.certificates import Credentials, Pki, make_pki
+from tests.support.rawamqp import SASL_HEADER
+from tests.support.rhea import messages_of, rhea_available, run_rhea, summary_of
+from tests.support.server import SubgateProcess
+from tests.support.survival import Bystander, assert_clean_log
+
+TLS_LINE = re.compile(r"accepting TLS on (\S+):(\d+)")
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return make_pki(tmp_path / "pki")
+
+
+def tls_flags(pki: Pki, *extra: str) -> list[str]:
+    return ["--tls-listen", "127.0.0.1:0", "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key),
+            *extra]  # fmt: skip
+
+
+def tls_port(server: SubgateProcess) -> int:
+    match = TLS_LINE.search(server.log())
+    assert match, server.log()
+    return int(match.group(2))
+
+
+def client_domain(ca: Path, credentials: Credentials | None = None) -> SSLDomain:
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(str(ca))
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER)
+    if credentials is not None:
+        domain.set_credentials(str(credentials.cert), str(credentials.key), None)
+    return domain
+
+
+def exchange_over_tls(port: int, domain: SSLDomain, address: str, **kwargs: object) -> None:
+    conn = connect(f"amqps://127.0.0.1:{port}", ssl_domain=domain, **kwargs)  # type: ignore[arg-type]
+    try:
+        rcv = receiver(conn, address, "queue")
+        send_all(sender(conn, address, "queue"), [f"{address}-{i}" for i in range(3)])
+        assert receive_bodies(rcv, 3) == [f"{address}-{i}" for i in range(3)]
+    finally:
+        conn.close()
+
+
+def test_proton_client_sends_and_receives_over_tls(make_server, pki):
+    server = make_server(None, *tls_flags(pki))
+    port = tls_port(server)
+    exchange_over_tls(port, client_domain(pki.ca.cert), "tls-proton")
+    with Bystander(server) as plain:  # the plain listener serves as before
+        plain.exchange()
+    assert_clean_log(server)
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(not rhea_available(), reason="node and rhea are needed (scripts/install-test-deps)")
+def test_rhea_sends_and_receives_over_tls(make_server, pki):
+    server = make_server(None, *tls_flags(pki))
+    url = f"amqps://127.0.0.1:{tls_port(server)}"
+    tls = ["--ca", str(pki.ca.cert)]
+    lines = run_rhea("send", "--url", url, *tls, "--address", "tls-rhea", "--capability", "queue", "--count", 3)
+    assert summary_of(lines)["accepted"] == 3
+    got = messages_of(run_rhea("receive", "--url", url, *tls, "--address", "tls-rhea", "--capability", "queue",
+                               "--count", 3))  # fmt: skip
+    assert [m["body"] for m in got] == ["message 0", "message 1", "message 2"]
+
+
+def test_bad_tls_clients_fail_cleanly_and_others_are_served(make_server, pki, tmp_path):
+    server = make_server(None, *tls_flags(pki, "--tls-ca", str(pki.ca.cert)))
+    port = tls_port(server)
+    good = client_domain(pki.ca.cert)
+    # 1. the client does not trust the server's CA: its handshake fails, the server shrugs
+    with pytest.raises((ConnectionException, SSLException)):
+        connect(f"amqps://127.0.0.1:{port}", ssl_domain=client_domain(pki.rogue.cert), timeout=10)
+    # 2. a client certificate from a CA the server does not trust
+    rogue_client = pki.rogue.issue("mallory")
+    with pytest.raises((ConnectionException, SSLException)):
+        connect(f"amqps://127.0.0.1:{port}", ssl_domain=client_domain(pki.ca.cert, rogue_client), timeout=10)
+    # 3. plain text on the TLS port: the server closes the socket (no AMQP answer in plain text)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(SASL_HEADER)
+        assert _read_to_eof(raw)[:4] != b"AMQP"
+    # 4. a plain-text AMQP client on the TLS port fails with a connection error
+    with pytest.raises(ConnectionException):
+        connect(f"amqp://127.0.0.1:{port}", timeout=10)
+    # 5. a TLS client on the plain port gets the plain listener's SASL header, not a handshake
+    context = ssl.create_default_context(cafile=str(pki.ca.cert))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, OSError)):
+            context.wrap_socket(raw, server_hostname="localhost")
+    # meanwhile and afterwards: good TLS clients and plain ones are served
+    exchange_over_tls(port, good, "tls-after")
+    exchange_over_tls(port, client_domain(pki.ca.cert, pki.client("alice")), "tls-with-cert")
+    with Bystander(server) as plain:
+        plain.exchange()
+    assert server.alive()
+    assert_clean_log(server)
+    assert "TLS with" in server.log()
+
+
+def _read_to_eof(sock: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def test_tls_options_are_checked_at_start(make_server, pki, tmp_path):
+    with pytest.raises(RuntimeError, match="needs --tls-ca"):
+        make_server(None, *tls_flags(pki, "--tls-verify-client"))
+    with pytest.raises(RuntimeError, match="cannot load --tls-cert"):
+        make_server(None, "--tls-listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "missing.crt"),
+                    "--tls-key", str(pki.server.key))  # fmt: skip
