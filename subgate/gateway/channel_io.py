@@ -25,8 +25,9 @@ from proton import Condition, Endpoint, Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
+from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channels import READ, WRITE, Channel
-from subgate.gateway.sasl import CredentialsReceived, SaslServer
+from subgate.gateway.sasl import CredentialsReceived
 from subgate.gateway.sasl_phase import SaslPhase
 from subgate.gateway.tls import TlsFailure, TlsLayer
 from subgate.mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
@@ -51,11 +52,12 @@ class ChannelIO:
         authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
         withdraw: Callable[[int], None] | None = None,
+        rules: TransportRules | None = None,
     ) -> None:
         self._container = container
         self._epoll = epoll
         self._admission = admission
-        self._sasl = SaslPhase(self, authenticate, withdraw)
+        self._sasl = SaslPhase(self, authenticate, withdraw, rules)
         self._configure_transport = configure_transport
         self._channels: dict[int, Channel] = {}
         self._dirty: set[Channel] = set()
@@ -76,7 +78,7 @@ class ChannelIO:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
             channel.tls = TlsLayer(tls)
-        channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
+        self._sasl.begin(channel)
         self._channels[channel.fd] = channel
         self._epoll.register(channel.fd, _READ)
         self._container._selectables += 1

@@ -28,6 +28,7 @@ from proton._selectable import Selectable
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
+from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO
 from subgate.gateway.channels import Channel, RateLimitedLog
 from subgate.gateway.sasl import CredentialsReceived
@@ -48,9 +49,11 @@ class ServerIO:
         configure_transport: Callable[[Transport], None],
         withdraw: Callable[[int], None] | None = None,
         limits: ConnectionLimits | None = None,
+        rules: TransportRules | None = None,
     ) -> None:
         self._container = container
         self._limits = limits or ConnectionLimits()
+        self._rules = rules or TransportRules()
         self._admission = Admission(self._limits)
         self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
@@ -61,6 +64,7 @@ class ServerIO:
             authenticate=authenticate,
             configure_transport=configure_transport,
             withdraw=withdraw,
+            rules=self._rules,
         )
         self._listeners: dict[int, socket.socket] = {}
         self._tls: dict[int, ssl.SSLContext] = {}  # listener fd -> its TLS context (the TLS listener's)
@@ -131,6 +135,12 @@ class ServerIO:
                 self._pause_accepting()
                 return
             channel = Channel(sock, peer, self._container.mark())
+            tls = self._tls.get(listener.fileno())
+            refusal = self._rules.refusal(channel.address, tls=tls is not None)
+            if refusal is not None:  # --require-tls: a plain connection from another host
+                self._refusals_logged.info("closing connection from %s at once: %s", peer, refusal)
+                sock.close()
+                continue
             channel.verdict, reason = self._admission.decide(channel.address)
             if channel.verdict is Verdict.DROP:
                 self._refusals_logged.info("closing connection from %s at once: %s", peer, reason)
@@ -140,7 +150,7 @@ class ServerIO:
             if channel.verdict is Verdict.REFUSE:
                 self._refusals_logged.info("refusing connection from %s: %s", peer, reason)
                 channel.refusal = reason
-            self._io.add(channel, self._tls.get(listener.fileno()))
+            self._io.add(channel, tls)
             log.debug("accepted connection from %s", peer)
 
     def on_sasl_verdict(self, event: Event) -> None:

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from subgate.engine.sasl_mechanisms import EXTERNAL
+from subgate.engine.transport_policy import TransportRules, certificate_name, external_identity
 from subgate.gateway.channels import Channel, remote
 from subgate.gateway.sasl import (
     OUTCOME_SYS_TEMP,
@@ -23,6 +25,7 @@ from subgate.gateway.sasl import (
     NoSaslHeader,
     ProtocolViolation,
     SaslDone,
+    SaslServer,
 )
 
 log = logging.getLogger("subgate.io")
@@ -50,8 +53,10 @@ class SaslPhase:
         io: SocketSide,
         authenticate: Callable[[int, CredentialsReceived], None],
         withdraw: Callable[[int], None] | None = None,
+        rules: TransportRules | None = None,
     ) -> None:
         self._io = io
+        self._rules = rules or TransportRules()
         self._authenticate = authenticate
         self._withdraw = withdraw
         # Channels waiting for an auth worker's verdict, by request number.
@@ -111,10 +116,19 @@ class SaslPhase:
         if channel.sasl is sasl and not channel.closed:
             self._io.write(channel, sasl.data_to_send())
 
+    def begin(self, channel: Channel) -> None:
+        """A new channel: the mechanisms it is offered follow from where it comes from (engine.transport_policy);
+        a TLS channel's are decided again when its handshake ends."""
+        tls = channel.tls is not None
+        channel.sasl = SaslServer(self._rules.mechanisms(channel.address, tls=tls, client_certificate=False))
+
     def tls_established(self, channel: Channel, certificate: dict[str, Any] | None) -> None:
         """The channel's TLS handshake is over (before any SASL byte): ``certificate`` is the client's, verified,
-        when it presented one."""
-        log.debug("TLS established with %s (client certificate: %s)", channel.peer, certificate is not None)
+        when it presented one. EXTERNAL is offered with one, as the principal its subject CN names."""
+        channel.certificate_name = certificate_name(certificate)
+        log.debug("TLS established with %s (client certificate for %r)", channel.peer, channel.certificate_name)
+        if channel.sasl is not None and certificate is not None:
+            channel.sasl.offer(self._rules.mechanisms(channel.address, tls=True, client_certificate=True))
 
     def forget(self, channel: Channel) -> None:
         """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
@@ -125,6 +139,9 @@ class SaslPhase:
             self._withdraw(request)
 
     def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
+        if credentials.mechanism == EXTERNAL:  # who it is: the certificate's name (None: refused)
+            principal = external_identity(credentials.username, channel.certificate_name)
+            credentials = CredentialsReceived(EXTERNAL, principal, None, credentials.hostname)
         request = next(self._verdict_requests)
         channel.verdict_request = request
         self._awaiting_verdict[request] = channel

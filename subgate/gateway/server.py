@@ -25,6 +25,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from subgate.engine.admission import ConnectionLimits
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
+from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
@@ -151,6 +152,7 @@ class Server:
                 handshake_timeout=settings.handshake_timeout,
                 frame_timeout=settings.frame_timeout,
             ),
+            rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls),
         )
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.

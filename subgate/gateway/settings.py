@@ -105,6 +105,12 @@ class Settings:
     tls_verify_client: bool = setting(
         False, "Require a client certificate, signed by a CA of --tls-ca, on the TLS listener."
     )
+    require_tls: bool = setting(
+        False, "Refuse plain-text connections from other hosts (loopback ones are still served)."
+    )
+    allow_plain_without_tls: bool = setting(
+        False, "Offer SASL PLAIN on plain-text connections from other hosts (by default only over TLS or loopback)."
+    )
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
     # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
     memory_limit_messages: int = setting(

@@ -2,7 +2,8 @@
 
 A proton client (``SSLDomain``) and rhea connect over TLS, send and receive; a client that does not trust the
 server's CA, a client certificate from a CA the server does not trust, and a plain-text client on the TLS port all
-fail cleanly, and the server keeps serving TLS and plain clients alike.
+fail cleanly, and the server keeps serving TLS and plain clients alike. SASL EXTERNAL: offered only over TLS with a
+verified client certificate, whose subject CN must name a principal.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from proton import ConnectionException, SSLDomain, SSLException
 
 from tests.support.amqp import connect, receive_bodies, receiver, send_all, sender
 from tests.support.certificates import Credentials, Pki, make_pki
-from tests.support.rawamqp import SASL_HEADER
-from tests.support.rhea import messages_of, rhea_available, run_rhea, summary_of
+from tests.support.cli import run_subgate
+from tests.support.rawamqp import SASL_AUTH, SASL_HEADER, SASL_OK, RawClient
+from tests.support.rhea import RheaError, messages_of, rhea_available, run_rhea, summary_of
 from tests.support.server import SubgateProcess
 from tests.support.survival import Bystander, assert_clean_log
 
@@ -130,3 +132,83 @@ def test_tls_options_are_checked_at_start(make_server, pki, tmp_path):
     with pytest.raises(RuntimeError, match="cannot load --tls-cert"):
         make_server(None, "--tls-listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "missing.crt"),
                     "--tls-key", str(pki.server.key))  # fmt: skip
+
+
+# -- SASL EXTERNAL ---------------------------------------------------------------------------------------------
+
+
+def add_user(tmp_path: Path, store_url: str, name: str) -> None:
+    """A principal ``name`` with the admin role (a password it never needs over EXTERNAL)."""
+    for args in (
+        ("db", "upgrade"),
+        ("users", "add", name, "--password", "unused-pw"),
+        ("roles", "assign", "admin", name),
+    ):
+        result = run_subgate(*args, "--store", store_url, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+
+
+def client_context(pki: Pki, credentials: Credentials | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.ca.cert))
+    if credentials is not None:
+        context.load_cert_chain(str(credentials.cert), str(credentials.key))
+    return context
+
+
+def external_outcome(port: int, pki: Pki, credentials: Credentials | None, authzid: bytes = b"") -> tuple[list, int]:
+    """(mechanisms offered, sasl-outcome code) of a SASL EXTERNAL exchange done by hand over TLS."""
+    with RawClient(port, tls=client_context(pki, credentials)) as raw:
+        code = raw.sasl("EXTERNAL", authzid)
+        return raw.offered, code
+
+
+def test_external_maps_the_certificate_cn_to_a_principal(make_server, store_url, pki, tmp_path):
+    add_user(tmp_path, store_url, "alice")
+    server = make_server(store_url, *tls_flags(pki, "--tls-ca", str(pki.ca.cert), "--tls-verify-client"))
+    port = tls_port(server)
+    alice = pki.client("alice")
+    offered, code = external_outcome(port, pki, alice)
+    assert offered[0] == "EXTERNAL" and code == SASL_OK
+    exchange_over_tls(port, client_domain(pki.ca.cert, alice), "external-proton", allowed_mechs="EXTERNAL")
+    assert "principal 'alice'" in server.log()
+    # a certificate whose CN is no principal, and alice's certificate asking to act as somebody else: as a wrong
+    # password (sasl-outcome auth), and the proton client sees amqp:unauthorized-access
+    assert external_outcome(port, pki, pki.client("bob"))[1] == SASL_AUTH
+    assert external_outcome(port, pki, alice, authzid=b"root")[1] == SASL_AUTH
+    assert external_outcome(port, pki, alice, authzid=b"alice")[1] == SASL_OK
+    with pytest.raises(ConnectionException, match="unauthorized-access"):
+        connect(f"amqps://127.0.0.1:{port}", ssl_domain=client_domain(pki.ca.cert, pki.client("bob")),
+                allowed_mechs="EXTERNAL", timeout=10)  # fmt: skip
+    exchange_over_tls(port, client_domain(pki.ca.cert, alice), "external-after", allowed_mechs="EXTERNAL")
+    assert_clean_log(server)
+
+
+def test_external_is_offered_only_with_a_verified_client_certificate(make_server, store_url, pki, tmp_path):
+    add_user(tmp_path, store_url, "alice")
+    server = make_server(store_url, *tls_flags(pki, "--tls-ca", str(pki.ca.cert)))  # a certificate is optional
+    port = tls_port(server)
+    with RawClient(port, tls=client_context(pki, None)) as raw:  # TLS without a client certificate
+        assert raw.sasl("EXTERNAL", b"") == SASL_AUTH  # not offered: refused
+        assert "EXTERNAL" not in raw.offered and "PLAIN" in raw.offered
+    with RawClient(server.port) as raw:  # the plain listener
+        assert raw.sasl("EXTERNAL", b"") == SASL_AUTH
+        assert "EXTERNAL" not in raw.offered
+    offered, code = external_outcome(port, pki, pki.client("alice"))
+    assert offered[0] == "EXTERNAL" and code == SASL_OK
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(not rhea_available(), reason="node and rhea are needed (scripts/install-test-deps)")
+def test_rhea_authenticates_with_external(make_server, sqlite_url, pki, tmp_path):
+    add_user(tmp_path, sqlite_url, "alice")
+    server = make_server(sqlite_url, *tls_flags(pki, "--tls-ca", str(pki.ca.cert), "--tls-verify-client"))
+    url = f"amqps://127.0.0.1:{tls_port(server)}"
+    alice = pki.client("alice")
+    tls = ["--ca", str(pki.ca.cert), "--cert", str(alice.cert), "--key", str(alice.key), "--sasl-external"]
+    lines = run_rhea("send", "--url", url, *tls, "--address", "ext-rhea", "--capability", "queue", "--count", 2)
+    assert summary_of(lines)["accepted"] == 2
+    assert "principal 'alice'" in server.log()
+    bob = pki.client("bob")
+    tls_bob = ["--ca", str(pki.ca.cert), "--cert", str(bob.cert), "--key", str(bob.key), "--sasl-external"]
+    with pytest.raises(RheaError):
+        run_rhea("send", "--url", url, *tls_bob, "--address", "ext-rhea", "--capability", "queue", timeout=15)
