@@ -25,7 +25,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from subgate.engine.admission import ConnectionLimits
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
-from subgate.engine.transport_policy import TransportRules
+from subgate.engine.transport_policy import TransportRules, is_loopback
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.io import ServerIO
@@ -238,6 +238,7 @@ class Server:
         host, port = self.address  # type: ignore[misc]
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
+        _explain_plain_text(self.settings)
         if self.tls_address is not None:  # logged first: "listening on" is the line that says the server is up
             log.info("subgate %r accepting TLS on %s:%d", self.settings.name, *self.tls_address)
         log.info(
@@ -259,6 +260,17 @@ class Server:
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+def _explain_plain_text(settings: Settings) -> None:
+    """Say at start what the plain listener refuses to other hosts (engine.transport_policy)."""
+    if is_loopback(settings.listen_host):
+        return
+    if settings.require_tls:
+        where = f"the TLS listener {settings.tls_listen}" if settings.tls_listen else "no TLS listener (--tls-listen)"
+        log.info("require-tls: plain-text connections from other hosts are refused; they have %s", where)
+    elif not settings.allow_plain_without_tls:
+        log.info("SASL PLAIN is offered on the plain listener to loopback clients only (allow-plain-without-tls)")
 
 
 def _open_http(settings: Settings) -> MetricsEndpoint | None:

@@ -52,8 +52,8 @@ def client_domain(ca: Path, credentials: Credentials | None = None) -> SSLDomain
     return domain
 
 
-def exchange_over_tls(port: int, domain: SSLDomain, address: str, **kwargs: object) -> None:
-    conn = connect(f"amqps://127.0.0.1:{port}", ssl_domain=domain, **kwargs)  # type: ignore[arg-type]
+def exchange_over_tls(port: int, domain: SSLDomain, address: str, host: str = "127.0.0.1", **kwargs: object) -> None:
+    conn = connect(f"amqps://{host}:{port}", ssl_domain=domain, **kwargs)  # type: ignore[arg-type]
     try:
         rcv = receiver(conn, address, "queue")
         send_all(sender(conn, address, "queue"), [f"{address}-{i}" for i in range(3)])
@@ -137,11 +137,11 @@ def test_tls_options_are_checked_at_start(make_server, pki, tmp_path):
 # -- SASL EXTERNAL ---------------------------------------------------------------------------------------------
 
 
-def add_user(tmp_path: Path, store_url: str, name: str) -> None:
+def add_user(tmp_path: Path, store_url: str, name: str, password: str = "unused-pw") -> None:
     """A principal ``name`` with the admin role (a password it never needs over EXTERNAL)."""
     for args in (
         ("db", "upgrade"),
-        ("users", "add", name, "--password", "unused-pw"),
+        ("users", "add", name, "--password", password),
         ("roles", "assign", "admin", name),
     ):
         result = run_subgate(*args, "--store", store_url, cwd=tmp_path)
