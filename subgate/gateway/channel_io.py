@@ -14,6 +14,7 @@ Thread rule: reactor thread only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 import socket
@@ -25,8 +26,10 @@ from proton import Condition, Endpoint, Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
+from subgate.engine.login_throttle import LoginThrottle
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channels import READ, WRITE, Channel
+from subgate.gateway.guard import schedule
 from subgate.gateway.sasl import CredentialsReceived
 from subgate.gateway.sasl_phase import SaslPhase
 from subgate.gateway.tls import TlsFailure, TlsLayer
@@ -53,11 +56,13 @@ class ChannelIO:
         configure_transport: Callable[[Transport], None],
         withdraw: Callable[[int], None] | None = None,
         rules: TransportRules | None = None,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self._container = container
         self._epoll = epoll
         self._admission = admission
-        self._sasl = SaslPhase(self, authenticate, withdraw, rules)
+        timers = functools.partial(schedule, container)
+        self._sasl = SaslPhase(self, authenticate, withdraw, rules, throttle=throttle, schedule=timers)
         self._configure_transport = configure_transport
         self._channels: dict[int, Channel] = {}
         self._dirty: set[Channel] = set()

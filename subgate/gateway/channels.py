@@ -47,6 +47,7 @@ class Channel:
         "verdict_request",
         "tls",
         "certificate_name",
+        "login",
     )
 
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
@@ -69,6 +70,7 @@ class Channel:
         self.verdict_request: int | None = None  # the auth request it waits for (gateway.sasl_phase)
         self.tls: TlsLayer | None = None  # accepted on the TLS listener: every byte goes through it
         self.certificate_name: str | None = None  # the principal its verified client certificate names
+        self.login: str | None = None  # the mechanism its credentials came with (gateway.sasl_phase)
 
     @property
     def address(self) -> str:

@@ -28,6 +28,7 @@ from proton._selectable import Selectable
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
+from subgate.engine.login_throttle import LoginThrottle
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO
 from subgate.gateway.channels import Channel, RateLimitedLog
@@ -50,6 +51,7 @@ class ServerIO:
         withdraw: Callable[[int], None] | None = None,
         limits: ConnectionLimits | None = None,
         rules: TransportRules | None = None,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self._container = container
         self._limits = limits or ConnectionLimits()
@@ -65,6 +67,7 @@ class ServerIO:
             configure_transport=configure_transport,
             withdraw=withdraw,
             rules=self._rules,
+            throttle=throttle,
         )
         self._listeners: dict[int, socket.socket] = {}
         self._tls: dict[int, ssl.SSLContext] = {}  # listener fd -> its TLS context (the TLS listener's)

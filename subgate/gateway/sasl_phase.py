@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from subgate.engine.sasl_mechanisms import EXTERNAL
+from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.sasl_mechanisms import ANONYMOUS, EXTERNAL
 from subgate.engine.transport_policy import TransportRules, certificate_name, external_identity
 from subgate.gateway.channels import Channel, remote
 from subgate.gateway.sasl import (
@@ -54,9 +56,14 @@ class SaslPhase:
         authenticate: Callable[[int, CredentialsReceived], None],
         withdraw: Callable[[int], None] | None = None,
         rules: TransportRules | None = None,
+        *,
+        throttle: LoginThrottle | None = None,
+        schedule: Callable[[float, Callable[[], None]], None] | None = None,
     ) -> None:
         self._io = io
         self._rules = rules or TransportRules()
+        self._throttle = throttle if throttle is not None else LoginThrottle()  # (an empty one is falsy)
+        self._schedule = schedule
         self._authenticate = authenticate
         self._withdraw = withdraw
         # Channels waiting for an auth worker's verdict, by request number.
@@ -88,18 +95,14 @@ class SaslPhase:
                 else:
                     self._ask_verdict(channel, event)
             elif isinstance(event, SaslDone):
-                self._io.write(channel, sasl.data_to_send())
                 if event.authenticated:
+                    self._io.write(channel, sasl.data_to_send())
                     channel.user = event.username
                     self._io.start_amqp(channel, event.leftover)
                 elif channel.refusal is None:
-                    log.info(
-                        "authentication failed for %r from %s",
-                        event.username,
-                        channel.peer,
-                        extra={"event": "auth-failed", "principal": event.username, "peer": remote(channel.peer)},
-                    )
-                    self._io.close_after_flush(channel)
+                    self._login_failed(channel, event.username, sasl.data_to_send())
+                else:
+                    self._io.write(channel, sasl.data_to_send())
             elif isinstance(event, NoSaslHeader):
                 # Whether anonymous access is allowed may depend on the store (a user added while we run), which
                 # only an auth worker reads: hold the bytes and ask; on_verdict carries on.
@@ -130,6 +133,36 @@ class SaslPhase:
         if channel.sasl is not None and certificate is not None:
             channel.sasl.offer(self._rules.mechanisms(channel.address, tls=True, client_certificate=True))
 
+    def _login_failed(self, channel: Channel, username: str | None, answer: bytes) -> None:
+        """A failed login: logged (never the password), counted against its address and user name, and its
+        ``answer`` (the sasl-outcome) written and the socket closed, at once or, past the free failures, after the
+        throttle's delay (engine.login_throttle) on the reactor's timer. Only checked credentials count: not
+        ANONYMOUS, nor a PLAIN or EXTERNAL message that could not be parsed (``login`` None): nothing was guessed."""
+        extra: dict[str, object] = {"event": "auth-failed", "principal": username, "peer": remote(channel.peer)}
+        if channel.login is None or channel.login == ANONYMOUS:
+            how = channel.login or "malformed credentials"
+            log.info("authentication failed for %r from %s (%s)", username, channel.peer, how, extra=extra)
+            self._answer_failure(channel, answer)
+            return
+        counts = self._throttle.failed(channel.address, username, time.monotonic())
+        extra.update(failures_address=counts.address, failures_principal=counts.user, delay=counts.delay)
+        log.log(
+            logging.WARNING if counts.delay else logging.INFO,
+            "authentication failed for %r from %s (%s; failures lately: %d from %s, %d for %r; answer held back "
+            "%gs)",
+            username, channel.peer, channel.login, counts.address, channel.address, counts.user,
+            username, counts.delay, extra=extra,
+        )  # fmt: skip
+        if counts.delay and self._schedule is not None:
+            self._schedule(counts.delay, lambda: self._answer_failure(channel, answer))
+        else:
+            self._answer_failure(channel, answer)
+
+    def _answer_failure(self, channel: Channel, answer: bytes) -> None:
+        if not channel.closed:  # the peer may have given up meanwhile
+            self._io.write(channel, answer)
+            self._io.close_after_flush(channel)
+
     def forget(self, channel: Channel) -> None:
         """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
         request = channel.verdict_request
@@ -142,6 +175,8 @@ class SaslPhase:
         if credentials.mechanism == EXTERNAL:  # who it is: the certificate's name (None: refused)
             principal = external_identity(credentials.username, channel.certificate_name)
             credentials = CredentialsReceived(EXTERNAL, principal, None, credentials.hostname)
+        if credentials is not _NO_SASL:
+            channel.login = credentials.mechanism
         request = next(self._verdict_requests)
         channel.verdict_request = request
         self._awaiting_verdict[request] = channel
@@ -158,6 +193,8 @@ class SaslPhase:
             return
         if not authenticated:
             self.failures[mechanism] += 1
+        elif mechanism != ANONYMOUS and mechanism != "none":
+            self._throttle.succeeded(username)
         if channel.held is not None:
             self._no_sasl_verdict(channel, authenticated)
             return

@@ -23,6 +23,7 @@ from typing import Any
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from subgate.engine.admission import ConnectionLimits
+from subgate.engine.login_throttle import LoginThrottle, ThrottleRule
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
 from subgate.engine.transport_policy import TransportRules, is_loopback
@@ -141,19 +142,7 @@ class Server:
             self.sessions, self.injector, settings.allow_anonymous, self.policy_loader.publish_now
         )
         self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
-        self.io = ServerIO(
-            self.container,
-            authenticate=self.auth.submit,
-            withdraw=self.auth.withdraw,
-            configure_transport=_configure_transport(settings),
-            limits=ConnectionLimits(
-                max_connections=_connections_the_descriptors_allow(settings.max_connections),
-                max_per_address=settings.max_connections_per_address,
-                handshake_timeout=settings.handshake_timeout,
-                frame_timeout=settings.frame_timeout,
-            ),
-            rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls),
-        )
+        self.io = _server_io(self.container, settings, self.auth)
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.
         self.container.handler = self.broker  # type: ignore[assignment]
@@ -260,6 +249,29 @@ class Server:
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+def _server_io(container: Container, settings: Settings, auth: Authenticator) -> ServerIO:
+    """The container's I/O handler with the settings' limits, transport rules and login throttle."""
+    return ServerIO(
+        container,
+        authenticate=auth.submit,
+        withdraw=auth.withdraw,
+        configure_transport=_configure_transport(settings),
+        limits=ConnectionLimits(
+            max_connections=_connections_the_descriptors_allow(settings.max_connections),
+            max_per_address=settings.max_connections_per_address,
+            handshake_timeout=settings.handshake_timeout,
+            frame_timeout=settings.frame_timeout,
+        ),
+        rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls),
+        throttle=LoginThrottle(
+            ThrottleRule(
+                settings.login_free_failures, settings.login_delay, settings.login_delay_max,
+                settings.login_failure_window,
+            )
+        ),
+    )  # fmt: skip
 
 
 def _explain_plain_text(settings: Settings) -> None:

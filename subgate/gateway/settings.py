@@ -111,6 +111,21 @@ class Settings:
     allow_plain_without_tls: bool = setting(
         False, "Offer SASL PLAIN on plain-text connections from other hosts (by default only over TLS or loopback)."
     )
+    # Failed logins (engine.login_throttle): counted per address and per user name, and slowed.
+    login_free_failures: int = setting(
+        3, "Failed logins of one address, or one user name, before its further attempts are held back.", minimum=0
+    )
+    login_delay: float = setting(
+        1.0,
+        "Seconds the first held-back attempt waits before its check; doubled with each further failure (0: none).",
+        minimum=0,
+    )
+    login_delay_max: float = setting(
+        4.0, "Longest hold, in seconds (keep it under --handshake-timeout, which still applies).", minimum=0
+    )
+    login_failure_window: float = setting(
+        900.0, "Seconds after its last failure that an address's or a user name's failures are forgotten.", minimum=1
+    )
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
     # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
     memory_limit_messages: int = setting(
