@@ -1,10 +1,12 @@
 """The SASL phase of every accepted connection: from its first byte to the hand-off to a proton transport.
 
-Owns the use of ``gateway.sasl.SaslServer`` per channel: feeding it bytes, asking the ``Authenticator``'s workers
-for a verdict (by request number: a worker thread never holds a channel, so it can never drop the last reference
-to a proton object), answering a connection that is over a limit (sasl-outcome sys-temp), and the no-SASL path
-(a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS). It writes and closes through the
-``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
+Owns the use of ``gateway.sasl.SaslServer`` per channel: the mechanisms it offers (``engine.transport_policy``:
+by address, TLS and client certificate; EXTERNAL checks the certificate's principal), feeding it bytes, asking the
+``Authenticator``'s workers for a verdict (by request number: a worker thread never holds a channel, so it can
+never drop the last reference to a proton object), answering a connection that is over a limit (sasl-outcome
+sys-temp), the no-SASL path (a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS), and
+failed logins: logged, counted and their answers held back on the reactor's timers (``engine.login_throttle``).
+It writes and closes through the ``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
 """
 
 from __future__ import annotations

@@ -71,6 +71,32 @@ def test_proton_client_sends_and_receives_over_tls(make_server, pki):
     assert_clean_log(server)
 
 
+def test_large_messages_and_many_clients_over_tls(make_server, pki):
+    """Output larger than a socket buffer (TLS records queued while the socket is full), and several TLS clients
+    at once next to plain ones."""
+    server = make_server(None, *tls_flags(pki))
+    port = tls_port(server)
+    domain = client_domain(pki.ca.cert)
+    bodies = [bytes([i]) * (3 * 1024 * 1024) for i in range(3)]
+    conns = [connect(f"amqps://127.0.0.1:{port}", ssl_domain=domain) for _ in range(4)]
+    try:
+        rcv = receiver(conns[0], "tls-large", "queue", credit=10)
+        send_all(sender(conns[1], "tls-large", "queue"), bodies)
+        got = [rcv.receive(timeout=30) for _ in bodies]
+        rcv.accept()
+        assert [m.body for m in got] == bodies
+        for i, conn in enumerate(conns[2:]):
+            small = receiver(conn, f"tls-small-{i}", "queue")
+            send_all(sender(conn, f"tls-small-{i}", "queue"), ["x", "y"])
+            assert receive_bodies(small, 2) == ["x", "y"]
+        with Bystander(server) as plain:
+            plain.exchange()
+    finally:
+        for conn in conns:
+            conn.close()
+    assert_clean_log(server)
+
+
 @pytest.mark.interop
 @pytest.mark.skipif(not rhea_available(), reason="node and rhea are needed (scripts/install-test-deps)")
 def test_rhea_sends_and_receives_over_tls(make_server, pki):
