@@ -135,7 +135,8 @@ def test_bad_tls_clients_fail_cleanly_and_others_are_served(make_server, pki, tm
             context.wrap_socket(raw, server_hostname="localhost")
     # meanwhile and afterwards: good TLS clients and plain ones are served
     exchange_over_tls(port, good, "tls-after")
-    exchange_over_tls(port, client_domain(pki.ca.cert, pki.client("alice")), "tls-with-cert")
+    # a client certificate (EXTERNAL is offered) with another mechanism chosen: no user "alice" is needed
+    exchange_over_tls(port, client_domain(pki.ca.cert, pki.client("alice")), "tls-with-cert", allowed_mechs="ANONYMOUS")
     with Bystander(server) as plain:
         plain.exchange()
     assert server.alive()
@@ -238,3 +239,13 @@ def test_rhea_authenticates_with_external(make_server, sqlite_url, pki, tmp_path
     tls_bob = ["--ca", str(pki.ca.cert), "--cert", str(bob.cert), "--key", str(bob.key), "--sasl-external"]
     with pytest.raises(RheaError):
         run_rhea("send", "--url", url, *tls_bob, "--address", "ext-rhea", "--capability", "queue", timeout=15)
+
+
+def test_the_handshake_deadline_covers_the_tls_handshake(make_server, pki):
+    server = make_server(None, *tls_flags(pki), "--handshake-timeout", "1")
+    port = tls_port(server)
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as stalled:
+        stalled.sendall(b"\x16\x03\x01\x02\x00")  # the start of a ClientHello, never finished
+        assert _read_to_eof(stalled) == b""  # closed by the server (the read would time out otherwise)
+    exchange_over_tls(port, client_domain(pki.ca.cert), "tls-after-stall")
+    assert "handshake not finished within 1s" in server.log()
