@@ -40,6 +40,7 @@ log = logging.getLogger("subgate.io")
 _READ = READ
 _WRITE = WRITE
 _RECV_MAX = 1 << 20
+_TLS_CHUNK = 256 * 1024  # transport output encrypted per step: bounds what a slow TLS reader makes us copy
 _CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
 
 
@@ -223,8 +224,8 @@ class ChannelIO:
                     return
                 self._watch(channel, _READ)
                 return
-            if tls is not None:
-                output = transport.peek(pending) or b""
+            if tls is not None:  # a chunk at a time, encrypted only once the previous one is written
+                output = transport.peek(min(pending, _TLS_CHUNK)) or b""
                 transport.pop(len(output))
                 channel.outgoing += tls.encrypt(output)
                 continue

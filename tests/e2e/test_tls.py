@@ -8,6 +8,7 @@ verified client certificate, whose subject CN must name a principal.
 
 from __future__ import annotations
 
+import random
 import re
 import socket
 import ssl
@@ -249,3 +250,24 @@ def test_the_handshake_deadline_covers_the_tls_handshake(make_server, pki):
         assert _read_to_eof(stalled) == b""  # closed by the server (the read would time out otherwise)
     exchange_over_tls(port, client_domain(pki.ca.cert), "tls-after-stall")
     assert "handshake not finished within 1s" in server.log()
+
+
+def test_garbage_on_the_tls_port_ends_only_those_connections(make_server, pki):
+    server = make_server(None, *tls_flags(pki))
+    port = tls_port(server)
+    rng = random.Random(19)
+    with Bystander(server) as plain:
+        for i in range(40):
+            junk = rng.randbytes(rng.randrange(1, 4096))
+            if i % 4 == 0:  # a TLS record header claiming a handshake, then junk
+                junk = b"\x16\x03\x03" + len(junk).to_bytes(2, "big") + junk
+            with socket.create_connection(("127.0.0.1", port), timeout=15) as raw:
+                try:
+                    raw.sendall(junk)
+                    _read_to_eof(raw)
+                except OSError:
+                    pass  # reset by the server: as good as a close
+        plain.exchange()
+    exchange_over_tls(port, client_domain(pki.ca.cert), "tls-after-garbage")
+    assert server.alive()
+    assert_clean_log(server)
