@@ -33,6 +33,7 @@ from subgate.cli.status import status
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
 from subgate.gateway.settings import Settings
+from subgate.gateway.tls import TlsConfigError
 from subgate.mapping.address_settings import AddressSettingsError, parse_entries
 from subgate.mapping.branch_modes import BranchModeError, parse_journal_branches, parse_publisher_modes
 from subgate.mapping.retention import DurationError, parse_duration_ms
@@ -149,12 +150,29 @@ def serve(
         raise ConfigError(str(exc)) from exc
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
+    _check_tls(settings)
     try:
         with store_cli_errors(settings.store_url):
             code = run_server(settings, migrate=migrate, management=ManagementClient)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     sys.exit(code)
+
+
+def _check_tls(settings: Settings) -> None:
+    """The TLS options make sense together (the files themselves are read when the server starts)."""
+    if not settings.tls_listen:
+        if settings.tls_cert or settings.tls_key or settings.tls_ca or settings.tls_verify_client:
+            raise ConfigError("--tls-cert, --tls-key, --tls-ca and --tls-verify-client need --tls-listen")
+        return
+    try:
+        split_address(settings.tls_listen)
+    except ValueError as exc:
+        raise ConfigError(f"tls-listen: {exc}") from exc
+    if not settings.tls_cert or not settings.tls_key:
+        raise ConfigError("--tls-listen needs --tls-cert and --tls-key")
 
 
 # -- db ---------------------------------------------------------------------------------------------------------

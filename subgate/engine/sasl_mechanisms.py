@@ -1,4 +1,5 @@
-"""What the initial response of a SASL PLAIN (RFC 4616) or ANONYMOUS (RFC 4505) ``sasl-init`` says.
+"""What the initial response of a SASL PLAIN (RFC 4616), ANONYMOUS (RFC 4505) or EXTERNAL (RFC 4422 appendix A)
+``sasl-init`` says.
 
 Owns the parsing of the mechanisms' messages, no frames and no I/O (``gateway.sasl`` owns the exchange). Bytes that
 can never authenticate raise ``BadCredentials``: the exchange answers them with an authentication failure.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 PLAIN = "PLAIN"
 ANONYMOUS = "ANONYMOUS"
+EXTERNAL = "EXTERNAL"
 
 
 class BadCredentials(Exception):
@@ -19,10 +21,30 @@ class BadCredentials(Exception):
 
 
 def identity(mechanism: str, response: bytes | None) -> tuple[str | None, str | None]:
-    """(username, password) of a sasl-init; (None, None) for ANONYMOUS, whose trace string is not identity."""
+    """(username, password) of a sasl-init; (None, None) for ANONYMOUS, whose trace string is not identity; for
+    EXTERNAL (the authorization identity asked for, or None, None): who it is comes from the TLS layer."""
     if mechanism == PLAIN:
         return parse_plain(response)
+    if mechanism == EXTERNAL:
+        return parse_external(response), None
     return None, None
+
+
+def parse_external(response: bytes | None) -> str | None:
+    """The authorization identity of an EXTERNAL message (UTF-8, empty: none; an absent response is the same).
+
+    Raises:
+        BadCredentials: the identity is not UTF-8 or holds a NUL.
+    """
+    if not response:
+        return None
+    try:
+        authzid = response.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadCredentials(None) from None
+    if "\x00" in authzid:
+        raise BadCredentials(None)
+    return authzid
 
 
 def parse_plain(response: bytes | None) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """Password checks off the reactor thread.
 
-Owns the SASL verdict: a worker thread looks the principal up in the store and verifies the PBKDF2 hash, then
+Owns the SASL verdict: a worker thread looks the principal up in the store and verifies the PBKDF2 hash (for
+EXTERNAL: that the name the client certificate gives is a principal; gateway.sasl_phase supplies it), then
 hands ``(request, authenticated, username)`` back to the reactor as the ``sasl_verdict`` application event.
 Anonymous access follows the ``allow_anonymous`` setting, or, when that is unset, is allowed only while the
 store has no principal at all (so ``make run`` works out of the box and adding a user locks the door).
@@ -97,6 +98,14 @@ class Authenticator:
         if credentials.mechanism == "ANONYMOUS":
             self._refresh()
             return self.anonymous_allowed(), None
+        if credentials.mechanism == "EXTERNAL":  # the TLS layer vouches for the name: it must be a principal
+            if not credentials.username:
+                return False, None
+            with self._sessions() as session:
+                known = find_principal(session, credentials.username) is not None
+            if known:
+                self._set_principals_exist(True)
+            return known, credentials.username
         if credentials.mechanism != "PLAIN" or not credentials.username:
             return False, credentials.username
         with self._sessions() as session:

@@ -1,6 +1,8 @@
 """Every accepted connection's socket and transport: moving bytes between them, and ending them.
 
-Owns the table of open channels (``gateway.channels.Channel``), their epoll registrations after accept, the SASL
+Owns the table of open channels (``gateway.channels.Channel``), their epoll registrations after accept, the TLS
+layer of those accepted on the TLS listener (``gateway.tls.TlsLayer``: every byte read goes through it before the
+SASL phase or the transport sees it, every byte written after; ``outgoing`` then holds TLS records), the SASL
 phase of each (``gateway.sasl_phase``, which writes and closes through this class), the hand-off to a proton
 ``Transport`` (server mode, no SASL layer) bound to a new ``Connection``, batched writes (a transport with output is
 flushed once per loop turn; a socket is watched for writability only while a send is short), each connection's
@@ -12,9 +14,11 @@ Thread rule: reactor thread only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 import socket
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,9 +26,13 @@ from proton import Condition, Endpoint, Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
+from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channels import READ, WRITE, Channel
-from subgate.gateway.sasl import CredentialsReceived, SaslServer
+from subgate.gateway.guard import schedule
+from subgate.gateway.sasl import CredentialsReceived
 from subgate.gateway.sasl_phase import SaslPhase
+from subgate.gateway.tls import TlsFailure, TlsLayer
 from subgate.mapping.errors import INTERNAL_ERROR, RESOURCE_LIMIT
 
 log = logging.getLogger("subgate.io")
@@ -32,6 +40,7 @@ log = logging.getLogger("subgate.io")
 _READ = READ
 _WRITE = WRITE
 _RECV_MAX = 1 << 20
+_TLS_CHUNK = 256 * 1024  # transport output encrypted per step: bounds what a slow TLS reader makes us copy
 _CLOSING = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
 
 
@@ -47,11 +56,14 @@ class ChannelIO:
         authenticate: Callable[[int, CredentialsReceived], None],
         configure_transport: Callable[[Transport], None],
         withdraw: Callable[[int], None] | None = None,
+        rules: TransportRules | None = None,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self._container = container
         self._epoll = epoll
         self._admission = admission
-        self._sasl = SaslPhase(self, authenticate, withdraw)
+        timers = functools.partial(schedule, container)
+        self._sasl = SaslPhase(self, authenticate, withdraw, rules, throttle=throttle, schedule=timers)
         self._configure_transport = configure_transport
         self._channels: dict[int, Channel] = {}
         self._dirty: set[Channel] = set()
@@ -64,12 +76,15 @@ class ChannelIO:
     def get(self, fd: int) -> Channel | None:
         return self._channels.get(fd)
 
-    def add(self, channel: Channel) -> None:
-        """An admitted (or to be refused) socket: its SASL phase begins with its first byte."""
+    def add(self, channel: Channel, tls: ssl.SSLContext | None = None) -> None:
+        """An admitted (or to be refused) socket: its SASL phase begins with its first byte (with ``tls``: its
+        first byte after the TLS handshake)."""
         sock = channel.sock
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        channel.sasl = SaslServer(["PLAIN", "ANONYMOUS"])
+        if tls is not None:
+            channel.tls = TlsLayer(tls)
+        self._sasl.begin(channel)
         self._channels[channel.fd] = channel
         self._epoll.register(channel.fd, _READ)
         self._container._selectables += 1
@@ -83,7 +98,7 @@ class ChannelIO:
 
     def write(self, channel: Channel, data: bytes) -> None:
         if data:
-            channel.outgoing += data
+            channel.outgoing += data if channel.tls is None else channel.tls.encrypt(data)
         self._write_outgoing(channel)
 
     def _write_outgoing(self, channel: Channel) -> None:
@@ -157,6 +172,22 @@ class ChannelIO:
                 transport.close_tail()
                 self._dirty.add(channel)
             return
+        tls = channel.tls
+        if tls is not None:
+            try:
+                data = tls.receive(data)
+            except TlsFailure as exc:
+                log.info("TLS with %s failed: %s", channel.peer, exc)
+                channel.outgoing += tls.output()  # the alert, when there is one
+                self.close_after_flush(channel)
+                return
+            channel.outgoing += tls.output()  # the handshake's answers
+            self._write_outgoing(channel)
+            if tls.established and not tls.announced:
+                tls.announced = True
+                self._sasl.tls_established(channel, tls.peer_certificate())
+            if not data or channel.closed:
+                return
         if transport is None:
             self._sasl.receive(channel, data)
         else:
@@ -166,7 +197,12 @@ class ChannelIO:
         transport = channel.transport
         if transport is None or channel.closed:
             return
+        tls = channel.tls
         while True:
+            if tls is not None and channel.outgoing:  # TLS records of earlier output go first
+                self._write_outgoing(channel)
+                if channel.outgoing or channel.closed:
+                    return
             pending = transport.pending()
             if pending < 0:  # head closed: everything has been written
                 if transport.capacity() < 0 or channel.eof or channel.ending:
@@ -188,6 +224,11 @@ class ChannelIO:
                     return
                 self._watch(channel, _READ)
                 return
+            if tls is not None:  # a chunk at a time, encrypted only once the previous one is written
+                output = transport.peek(min(pending, _TLS_CHUNK)) or b""
+                transport.pop(len(output))
+                channel.outgoing += tls.encrypt(output)
+                continue
             try:
                 sent = channel.sock.send(transport.peek(pending) or b"")
             except (BlockingIOError, InterruptedError):

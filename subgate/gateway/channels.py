@@ -18,13 +18,14 @@ from proton import Connection, Transport
 
 from subgate.engine.admission import ChannelClock, Verdict
 from subgate.gateway.sasl import SaslServer
+from subgate.gateway.tls import TlsLayer
 
 READ = select.EPOLLIN | select.EPOLLRDHUP
 WRITE = select.EPOLLOUT
 
 
 class Channel:
-    """One accepted socket: its SASL phase, then its proton transport."""
+    """One accepted socket: its TLS layer (on the TLS listener), its SASL phase, then its proton transport."""
 
     __slots__ = (
         "sock",
@@ -44,6 +45,9 @@ class Channel:
         "refusal",
         "ending",
         "verdict_request",
+        "tls",
+        "certificate_name",
+        "login",
     )
 
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
@@ -64,6 +68,9 @@ class Channel:
         self.refusal: str | None = None  # over a connection limit: why; the handshake is answered with a refusal
         self.ending = False  # close the socket once the output is written (io.end_after_output)
         self.verdict_request: int | None = None  # the auth request it waits for (gateway.sasl_phase)
+        self.tls: TlsLayer | None = None  # accepted on the TLS listener: every byte goes through it
+        self.certificate_name: str | None = None  # the principal its verified client certificate names
+        self.login: str | None = None  # the mechanism its credentials came with (gateway.sasl_phase)
 
     @property
     def address(self) -> str:

@@ -2,14 +2,14 @@
 
 Owns ``guarded`` (a bug is logged and the endpoint the event concerns is closed with ``amqp:internal-error``;
 undecodable text from the peer is the peer's ``amqp:decode-error``), so the server keeps serving every other
-connection.
+connection, and ``Timer``, the guarded handler of a container timer.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from proton import Condition, Endpoint, Event
 
@@ -38,6 +38,24 @@ def guarded(method: Callable[[_Self, Event], None]) -> Callable[[_Self, Event], 
     handler.__name__ = method.__name__
     handler.__doc__ = method.__doc__
     return handler
+
+
+class Timer:
+    """A container timer's handler that runs ``callback`` (``container.schedule(delay, Timer(callback))``)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+
+    @guarded
+    def on_timer_task(self, event: Event) -> None:
+        self.callback()
+
+
+def schedule(container: Any, delay: float, callback: Callable[[], None]) -> None:
+    """Run ``callback`` on the reactor thread ``delay`` seconds from now (a container timer with ``Timer``)."""
+    container.schedule(max(0.0, delay), Timer(callback))
 
 
 def close_endpoint(event: Event, condition: str, description: str) -> None:

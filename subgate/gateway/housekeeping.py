@@ -12,29 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from proton import Event
 from proton.reactor import Container
 
 from subgate.engine.nodes import Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
-from subgate.gateway.guard import guarded
+from subgate.gateway.guard import schedule
 from subgate.gateway.links import LinkState
 from subgate.gateway.retention import Retention
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 
 log = logging.getLogger("subgate.housekeeping")
-
-
-class _Timer:
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self.callback = callback
-
-    @guarded
-    def on_timer_task(self, event: Event) -> None:
-        self.callback()
 
 
 class Housekeeping:
@@ -65,7 +53,7 @@ class Housekeeping:
             )
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
-        self.container.schedule(max(0.0, delay), _Timer(callback))  # type: ignore[arg-type]  # duck-typed handler
+        schedule(self.container, delay, callback)
 
     def start(self) -> None:
         self.schedule(self.settings.expiry_sweep_interval, self._tick)

@@ -1,4 +1,4 @@
-"""Socket I/O for the container: the epoll wait, the listeners, admission, selectables and timers.
+"""Socket I/O for the container: the epoll wait, the listeners (plain and TLS), admission, selectables and timers.
 
 Owns the container's side of I/O. It replaces proton's default ``IOHandler`` as the container's global handler
 because proton-c's built-in SASL cannot check PLAIN passwords: each accepted socket is first admitted or refused
@@ -19,6 +19,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import time
 from collections.abc import Callable, Mapping
 
@@ -27,6 +28,8 @@ from proton._selectable import Selectable
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
+from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO
 from subgate.gateway.channels import Channel, RateLimitedLog
 from subgate.gateway.sasl import CredentialsReceived
@@ -47,9 +50,12 @@ class ServerIO:
         configure_transport: Callable[[Transport], None],
         withdraw: Callable[[int], None] | None = None,
         limits: ConnectionLimits | None = None,
+        rules: TransportRules | None = None,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self._container = container
         self._limits = limits or ConnectionLimits()
+        self._rules = rules or TransportRules()
         self._admission = Admission(self._limits)
         self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
@@ -60,8 +66,11 @@ class ServerIO:
             authenticate=authenticate,
             configure_transport=configure_transport,
             withdraw=withdraw,
+            rules=self._rules,
+            throttle=throttle,
         )
         self._listeners: dict[int, socket.socket] = {}
+        self._tls: dict[int, ssl.SSLContext] = {}  # listener fd -> its TLS context (the TLS listener's)
         self._accept_paused_until = 0.0
         self._selectables: dict[int, Selectable] = {}
         self._timed: set[Selectable] = set()
@@ -77,7 +86,8 @@ class ServerIO:
         self._epoll.register(fd, select.EPOLLIN)
 
     # -- listening -----------------------------------------------------------------------------------------
-    def listen(self, host: str, port: int) -> tuple[str, int]:
+    def listen(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> tuple[str, int]:
+        """Listen on ``host:port``; connections accepted there speak TLS first when ``tls`` is given."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -85,6 +95,8 @@ class ServerIO:
         sock.listen(512)
         sock.setblocking(False)
         self._listeners[sock.fileno()] = sock
+        if tls is not None:
+            self._tls[sock.fileno()] = tls
         self._epoll.register(sock.fileno(), select.EPOLLIN)
         self._container._selectables += 1  # keeps the container's loop running while we listen
         bound = sock.getsockname()
@@ -96,6 +108,7 @@ class ServerIO:
             sock.close()
             self._container._selectables -= 1
         self._listeners.clear()
+        self._tls.clear()
 
     def _pause_accepting(self) -> None:
         """Out of file descriptors: stop watching the listeners for a moment instead of spinning on them (a
@@ -125,6 +138,12 @@ class ServerIO:
                 self._pause_accepting()
                 return
             channel = Channel(sock, peer, self._container.mark())
+            tls = self._tls.get(listener.fileno())
+            refusal = self._rules.refusal(channel.address, tls=tls is not None)
+            if refusal is not None:  # --require-tls: a plain connection from another host
+                self._refusals_logged.info("closing connection from %s at once: %s", peer, refusal)
+                sock.close()
+                continue
             channel.verdict, reason = self._admission.decide(channel.address)
             if channel.verdict is Verdict.DROP:
                 self._refusals_logged.info("closing connection from %s at once: %s", peer, reason)
@@ -134,7 +153,7 @@ class ServerIO:
             if channel.verdict is Verdict.REFUSE:
                 self._refusals_logged.info("refusing connection from %s: %s", peer, reason)
                 channel.refusal = reason
-            self._io.add(channel)
+            self._io.add(channel, tls)
             log.debug("accepted connection from %s", peer)
 
     def on_sasl_verdict(self, event: Event) -> None:

@@ -8,8 +8,10 @@ python-qpid-proton wheel has no Cyrus SASL, so its server side could only offer 
 doing the exchange here lets PLAIN be checked against our own password hashes, and the proton
 ``Transport(Transport.SERVER)`` that follows is created without a SASL layer.
 
-Only PLAIN (RFC 4616) and ANONYMOUS (RFC 4505) are implemented. Both send everything in sasl-init, so the
-server never sends a sasl-challenge. A PLAIN sasl-init without an initial response is an authentication
+PLAIN (RFC 4616), ANONYMOUS (RFC 4505) and EXTERNAL (RFC 4422 appendix A: the identity is the TLS client
+certificate's, which the caller supplies) are implemented. All three send everything in sasl-init, so the
+server never sends a sasl-challenge; an EXTERNAL sasl-init without an initial response asks for no
+authorization identity. A PLAIN sasl-init without an initial response is an authentication
 failure rather than the start of a challenge round: every AMQP client we know sends one.
 
 States (``SaslState``) and what moves them, h11-style. "Output" is what becomes available from
@@ -53,7 +55,7 @@ from dataclasses import dataclass
 
 from proton import Data, DataException, Described
 
-from subgate.engine.sasl_mechanisms import ANONYMOUS, PLAIN, BadCredentials, identity
+from subgate.engine.sasl_mechanisms import ANONYMOUS, EXTERNAL, PLAIN, BadCredentials, identity
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -90,7 +92,7 @@ OUTCOME_SYS_PERM = 3
 OUTCOME_SYS_TEMP = 4
 _FAILURE_CODES = frozenset({OUTCOME_AUTH, OUTCOME_SYS, OUTCOME_SYS_PERM, OUTCOME_SYS_TEMP})
 
-SUPPORTED_MECHANISMS = (PLAIN, ANONYMOUS)
+SUPPORTED_MECHANISMS = (EXTERNAL, PLAIN, ANONYMOUS)
 
 
 class SaslError(Exception):
@@ -101,7 +103,8 @@ class SaslError(Exception):
 class CredentialsReceived:
     """The client chose a mechanism and sent credentials; the caller must answer with ``complete``.
 
-    ``username`` and ``password`` are None for ANONYMOUS (its trace string is ignored).
+    ``username`` and ``password`` are None for ANONYMOUS (its trace string is ignored); for EXTERNAL ``username``
+    is the authorization identity the client asked for (None: none), ``password`` None.
     """
 
     mechanism: str
@@ -196,6 +199,16 @@ class SaslServer:
     @property
     def mechanisms(self) -> tuple[str, ...]:
         return self._mechanisms
+
+    def offer(self, mechanisms: Sequence[str]) -> None:
+        """Offer ``mechanisms`` instead (a TLS handshake that ended before the SASL header can change them).
+
+        Raises:
+            SaslError: the SASL header has already been answered, or the list is not valid (as in ``__init__``).
+        """
+        if self._state is not SaslState.AWAIT_HEADER or self._outgoing:
+            raise SaslError(f"offer() called in state {self._state.name}; expected AWAIT_HEADER")
+        self._mechanisms = _checked_mechanisms(mechanisms)
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the socket; parsing happens at once and may queue output and events.

@@ -1,20 +1,26 @@
 """The SASL phase of every accepted connection: from its first byte to the hand-off to a proton transport.
 
-Owns the use of ``gateway.sasl.SaslServer`` per channel: feeding it bytes, asking the ``Authenticator``'s workers
-for a verdict (by request number: a worker thread never holds a channel, so it can never drop the last reference
-to a proton object), answering a connection that is over a limit (sasl-outcome sys-temp), and the no-SASL path
-(a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS). It writes and closes through the
-``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
+Owns the use of ``gateway.sasl.SaslServer`` per channel: the mechanisms it offers (``engine.transport_policy``:
+by address, TLS and client certificate; EXTERNAL checks the certificate's principal), feeding it bytes, asking the
+``Authenticator``'s workers for a verdict (by request number: a worker thread never holds a channel, so it can
+never drop the last reference to a proton object), answering a connection that is over a limit (sasl-outcome
+sys-temp), the no-SASL path (a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS), and
+failed logins: logged, counted and their answers held back on the reactor's timers (``engine.login_throttle``).
+It writes and closes through the ``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.sasl_mechanisms import ANONYMOUS, EXTERNAL
+from subgate.engine.transport_policy import TransportRules, certificate_name, external_identity
 from subgate.gateway.channels import Channel, remote
 from subgate.gateway.sasl import (
     OUTCOME_SYS_TEMP,
@@ -23,6 +29,7 @@ from subgate.gateway.sasl import (
     NoSaslHeader,
     ProtocolViolation,
     SaslDone,
+    SaslServer,
 )
 
 log = logging.getLogger("subgate.io")
@@ -50,8 +57,15 @@ class SaslPhase:
         io: SocketSide,
         authenticate: Callable[[int, CredentialsReceived], None],
         withdraw: Callable[[int], None] | None = None,
+        rules: TransportRules | None = None,
+        *,
+        throttle: LoginThrottle | None = None,
+        schedule: Callable[[float, Callable[[], None]], None] | None = None,
     ) -> None:
         self._io = io
+        self._rules = rules or TransportRules()
+        self._throttle = throttle if throttle is not None else LoginThrottle()  # (an empty one is falsy)
+        self._schedule = schedule
         self._authenticate = authenticate
         self._withdraw = withdraw
         # Channels waiting for an auth worker's verdict, by request number.
@@ -83,18 +97,14 @@ class SaslPhase:
                 else:
                     self._ask_verdict(channel, event)
             elif isinstance(event, SaslDone):
-                self._io.write(channel, sasl.data_to_send())
                 if event.authenticated:
+                    self._io.write(channel, sasl.data_to_send())
                     channel.user = event.username
                     self._io.start_amqp(channel, event.leftover)
                 elif channel.refusal is None:
-                    log.info(
-                        "authentication failed for %r from %s",
-                        event.username,
-                        channel.peer,
-                        extra={"event": "auth-failed", "principal": event.username, "peer": remote(channel.peer)},
-                    )
-                    self._io.close_after_flush(channel)
+                    self._login_failed(channel, event.username, sasl.data_to_send())
+                else:
+                    self._io.write(channel, sasl.data_to_send())
             elif isinstance(event, NoSaslHeader):
                 # Whether anonymous access is allowed may depend on the store (a user added while we run), which
                 # only an auth worker reads: hold the bytes and ask; on_verdict carries on.
@@ -111,6 +121,50 @@ class SaslPhase:
         if channel.sasl is sasl and not channel.closed:
             self._io.write(channel, sasl.data_to_send())
 
+    def begin(self, channel: Channel) -> None:
+        """A new channel: the mechanisms it is offered follow from where it comes from (engine.transport_policy);
+        a TLS channel's are decided again when its handshake ends."""
+        tls = channel.tls is not None
+        channel.sasl = SaslServer(self._rules.mechanisms(channel.address, tls=tls, client_certificate=False))
+
+    def tls_established(self, channel: Channel, certificate: dict[str, Any] | None) -> None:
+        """The channel's TLS handshake is over (before any SASL byte): ``certificate`` is the client's, verified,
+        when it presented one. EXTERNAL is offered with one, as the principal its subject CN names."""
+        channel.certificate_name = certificate_name(certificate)
+        log.debug("TLS established with %s (client certificate for %r)", channel.peer, channel.certificate_name)
+        if channel.sasl is not None and certificate is not None:
+            channel.sasl.offer(self._rules.mechanisms(channel.address, tls=True, client_certificate=True))
+
+    def _login_failed(self, channel: Channel, username: str | None, answer: bytes) -> None:
+        """A failed login: logged (never the password), counted against its address and user name, and its
+        ``answer`` (the sasl-outcome) written and the socket closed, at once or, past the free failures, after the
+        throttle's delay (engine.login_throttle) on the reactor's timer. Only checked credentials count: not
+        ANONYMOUS, nor a PLAIN or EXTERNAL message that could not be parsed (``login`` None): nothing was guessed."""
+        extra: dict[str, object] = {"event": "auth-failed", "principal": username, "peer": remote(channel.peer)}
+        if channel.login is None or channel.login == ANONYMOUS:
+            how = channel.login or "malformed credentials"
+            log.info("authentication failed for %r from %s (%s)", username, channel.peer, how, extra=extra)
+            self._answer_failure(channel, answer)
+            return
+        counts = self._throttle.failed(channel.address, username, time.monotonic())
+        extra.update(failures_address=counts.address, failures_principal=counts.user, delay=counts.delay)
+        log.log(
+            logging.WARNING if counts.delay else logging.INFO,
+            "authentication failed for %r from %s (%s; failures lately: %d from %s, %d for %r; answer held back "
+            "%gs)",
+            username, channel.peer, channel.login, counts.address, channel.address, counts.user,
+            username, counts.delay, extra=extra,
+        )  # fmt: skip
+        if counts.delay and self._schedule is not None:
+            self._schedule(counts.delay, lambda: self._answer_failure(channel, answer))
+        else:
+            self._answer_failure(channel, answer)
+
+    def _answer_failure(self, channel: Channel, answer: bytes) -> None:
+        if not channel.closed:  # the peer may have given up meanwhile
+            self._io.write(channel, answer)
+            self._io.close_after_flush(channel)
+
     def forget(self, channel: Channel) -> None:
         """The channel is gone: a verdict it still waits for is withdrawn (no hash is spent on it)."""
         request = channel.verdict_request
@@ -120,6 +174,11 @@ class SaslPhase:
             self._withdraw(request)
 
     def _ask_verdict(self, channel: Channel, credentials: CredentialsReceived) -> None:
+        if credentials.mechanism == EXTERNAL:  # who it is: the certificate's name (None: refused)
+            principal = external_identity(credentials.username, channel.certificate_name)
+            credentials = CredentialsReceived(EXTERNAL, principal, None, credentials.hostname)
+        if credentials is not _NO_SASL:
+            channel.login = credentials.mechanism
         request = next(self._verdict_requests)
         channel.verdict_request = request
         self._awaiting_verdict[request] = channel
@@ -136,6 +195,8 @@ class SaslPhase:
             return
         if not authenticated:
             self.failures[mechanism] += 1
+        elif mechanism != ANONYMOUS and mechanism != "none":
+            self._throttle.succeeded(username)
         if channel.held is not None:
             self._no_sasl_verdict(channel, authenticated)
             return

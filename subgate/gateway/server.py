@@ -4,9 +4,9 @@ Owns the process lifecycle of ``subgate serve``: refuse an out-of-date schema (u
 the store's lease (``gateway.ownership``: refused while another live server owns the store), open the HTTP
 endpoint of ``--http`` (``metrics.http``: ``/readyz`` answers 503 until recovery is over), load
 the catalog and the first page of every durable queue's backlog (the rest is paged in from the journal as
-consumers take it: ``gateway.paging``), start the journal writer and the container, log the listening
-address (``/readyz`` turns 200), and on SIGTERM/SIGINT stop accepting, flush the journal, close connections,
-release the lease and return 0.
+consumers take it: ``gateway.paging``), start the journal writer and the container, open the listeners (the
+plain one, and the TLS one of ``--tls-listen``: ``gateway.tls``), log their addresses (``/readyz`` turns 200),
+and on SIGTERM/SIGINT stop accepting, flush the journal, close connections, release the lease and return 0.
 """
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ import logging
 import os
 import resource
 import signal
+import ssl
 from collections.abc import Callable
 from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from subgate.engine.admission import ConnectionLimits
+from subgate.engine.login_throttle import LoginThrottle, ThrottleRule
 from subgate.engine.nodes import Topic
 from subgate.engine.selection import compile_selector
 from subgate.engine.topic_space import selector_address
+from subgate.engine.transport_policy import TransportRules, is_loopback
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
 from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
@@ -39,6 +42,7 @@ from subgate.gateway.policy import PolicyLoader
 from subgate.gateway.router import Router
 from subgate.gateway.settings import Settings
 from subgate.gateway.subscriptions import Subscriptions, selected
+from subgate.gateway.tls import server_context
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
@@ -150,18 +154,7 @@ class Server:
             self.sessions, self.injector, settings.allow_anonymous, self.policy_loader.publish_now
         )
         self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
-        self.io = ServerIO(
-            self.container,
-            authenticate=self.auth.submit,
-            withdraw=self.auth.withdraw,
-            configure_transport=_configure_transport(settings),
-            limits=ConnectionLimits(
-                max_connections=_connections_the_descriptors_allow(settings.max_connections),
-                max_per_address=settings.max_connections_per_address,
-                handshake_timeout=settings.handshake_timeout,
-                frame_timeout=settings.frame_timeout,
-            ),
-        )
+        self.io = _server_io(self.container, settings, self.auth)
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.
         self.container.handler = self.broker  # type: ignore[assignment]
@@ -178,6 +171,12 @@ class Server:
         if self.http is not None:
             self.metrics = self._metrics_feed(self.http)
         self.address: tuple[str, int] | None = None
+        self.tls_address: tuple[str, int] | None = None
+        self._tls_context: ssl.SSLContext | None = None
+        if settings.tls_listen:
+            self._tls_context = server_context(
+                settings.tls_cert, settings.tls_key, settings.tls_ca, settings.tls_verify_client
+            )
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
 
@@ -250,6 +249,9 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
+        if self.settings.tls_listen:
+            host, _, port = self.settings.tls_listen.rpartition(":")
+            self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
         self.ownership.set_address(*self.address)
         return self.address
 
@@ -280,6 +282,9 @@ class Server:
         self._describe(host, port)
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
+        _explain_plain_text(self.settings)
+        if self.tls_address is not None:  # logged first: "listening on" is the line that says the server is up
+            log.info("subgate %r accepting TLS on %s:%d", self.settings.name, *self.tls_address)
         log.info(
             "subgate %r listening on %s:%d (store %s)",
             self.settings.name,
@@ -303,6 +308,40 @@ class Server:
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
         return 0
+
+
+def _server_io(container: Container, settings: Settings, auth: Authenticator) -> ServerIO:
+    """The container's I/O handler with the settings' limits, transport rules and login throttle."""
+    return ServerIO(
+        container,
+        authenticate=auth.submit,
+        withdraw=auth.withdraw,
+        configure_transport=_configure_transport(settings),
+        limits=ConnectionLimits(
+            max_connections=_connections_the_descriptors_allow(settings.max_connections),
+            max_per_address=settings.max_connections_per_address,
+            handshake_timeout=settings.handshake_timeout,
+            frame_timeout=settings.frame_timeout,
+        ),
+        rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls),
+        throttle=LoginThrottle(
+            ThrottleRule(
+                settings.login_free_failures, settings.login_delay, settings.login_delay_max,
+                settings.login_failure_window,
+            )
+        ),
+    )  # fmt: skip
+
+
+def _explain_plain_text(settings: Settings) -> None:
+    """Say at start what the plain listener refuses to other hosts (engine.transport_policy)."""
+    if is_loopback(settings.listen_host):
+        return
+    if settings.require_tls:
+        where = f"the TLS listener {settings.tls_listen}" if settings.tls_listen else "no TLS listener (--tls-listen)"
+        log.info("require-tls: plain-text connections from other hosts are refused; they have %s", where)
+    elif not settings.allow_plain_without_tls:
+        log.info("SASL PLAIN is offered on the plain listener to loopback clients only (allow-plain-without-tls)")
 
 
 def _open_http(settings: Settings) -> MetricsEndpoint | None:

@@ -95,6 +95,39 @@ class Settings:
         minimum=0.1,
     )
     frame_timeout: float = setting(30.0, "Seconds a frame may take to arrive whole once it has begun.", minimum=0.1)
+    # Transport security (docs/security.md "TLS"): a second listener that speaks TLS, and what plain text may do.
+    tls_listen: str = setting(
+        "", "HOST:PORT of a second listener that speaks TLS (amqps) ('': none; port 0 picks a free port)."
+    )
+    tls_cert: str = setting("", "PEM file of the TLS listener's certificate (with its chain).")
+    tls_key: str = setting("", "PEM file of the private key of --tls-cert.")
+    tls_ca: str = setting(
+        "", "PEM file of the CAs that client certificates are checked against (a client may then present one)."
+    )
+    tls_verify_client: bool = setting(
+        False, "Require a client certificate, signed by a CA of --tls-ca, on the TLS listener."
+    )
+    require_tls: bool = setting(
+        False, "Refuse plain-text connections from other hosts (loopback ones are still served)."
+    )
+    allow_plain_without_tls: bool = setting(
+        False, "Offer SASL PLAIN on plain-text connections from other hosts (by default only over TLS or loopback)."
+    )
+    # Failed logins (engine.login_throttle): counted per address and per user name, and slowed.
+    login_free_failures: int = setting(
+        3, "Failed logins of one address, or one user name, before its further attempts are held back.", minimum=0
+    )
+    login_delay: float = setting(
+        1.0,
+        "Seconds the first held-back attempt waits before its check; doubled with each further failure (0: none).",
+        minimum=0,
+    )
+    login_delay_max: float = setting(
+        4.0, "Longest hold, in seconds (keep it under --handshake-timeout, which still applies).", minimum=0
+    )
+    login_failure_window: float = setting(
+        900.0, "Seconds after its last failure that an address's or a user name's failures are forgotten.", minimum=1
+    )
     # Per-queue limit on messages held in memory only (not in the journal: non-persistent ones, and every message
     # on a temporary queue or non-durable subscription), 0: none; and what a full queue does (engine.memory).
     memory_limit_messages: int = setting(

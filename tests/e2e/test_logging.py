@@ -46,4 +46,5 @@ def test_json_lines_carry_the_events_and_their_fields(make_server, sqlite_url, t
     assert [r["topic"] for r in events(server, "subscription-created")] == ["logs/topic"]
     failed = events(server, "auth-failed")
     assert failed[0]["principal"] == "alice"
+    assert (failed[0]["failures_address"], failed[0]["failures_principal"], failed[0]["delay"]) == (1, 1, 0.0)
     assert "wrong-pw" not in server.log() and "s3cret-pw" not in server.log()

@@ -10,6 +10,7 @@
 // status is 1 (2 for bad command-line usage). Run with --help for all options.
 'use strict';
 
+const fs = require('fs');
 const rhea = require('rhea');
 
 const USAGE = `usage: rhea_client.js <send|receive|sasl-check> [options]
@@ -19,6 +20,9 @@ common:
   --no-sasl                            skip the SASL layer entirely
   --timeout SECONDS                    overall time limit (default 20)
   --container-id ID                    AMQP container id of this client
+  --ca FILE                            (amqps) trust only this CA's PEM and check the server's certificate
+  --cert FILE --key FILE               (amqps) present this client certificate
+  --sasl-external                      (amqps, with --cert) authenticate with SASL EXTERNAL
 send:
   --address A | --anonymous --to ADDR  target address, or anonymous relay (null target, 'to' per message)
   --capability queue|topic             target capability (repeatable, or comma-separated)
@@ -91,7 +95,8 @@ function usage(message) {
 }
 
 // ------------------------------------------------------------- arguments
-const FLAGS = new Set(['durable', 'anonymous', 'settled', 'no-sasl', 'detach', 'durable-subscription', 'help']);
+const FLAGS = new Set(['durable', 'anonymous', 'settled', 'no-sasl', 'detach', 'durable-subscription', 'help',
+                       'sasl-external']);
 const REPEATABLE = new Set(['capability', 'property', 'annotation']);
 
 function parse_args(argv) {
@@ -154,8 +159,15 @@ function connection_options(opts) {
         reconnect: false,
         idle_time_out: 0,
     };
-    if (u.protocol === 'amqps:') { o.transport = 'tls'; o.rejectUnauthorized = false; }
-    if (opts['no-sasl']) {
+    if (u.protocol === 'amqps:') {
+        o.transport = 'tls';
+        o.rejectUnauthorized = Boolean(opts.ca);
+        if (opts.ca) { o.ca = [fs.readFileSync(opts.ca)]; o.servername = 'localhost'; }
+        if (opts.cert) { o.cert = fs.readFileSync(opts.cert); o.key = fs.readFileSync(opts.key); }
+    }
+    if (opts['sasl-external']) {
+        o.enable_sasl_external = true; // rhea offers only EXTERNAL when no username is given
+    } else if (opts['no-sasl']) {
         // rhea only adds a SASL layer when a username is given
     } else if (u.username) {
         o.username = decodeURIComponent(u.username);

@@ -9,13 +9,14 @@ build and read AMQP frames with ``proton.Data``. Every read is bounded by a dead
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Connection, Data, Described, Transport, symbol, ulong
+from proton import Array, Connection, Data, Described, Transport, symbol, ulong
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -84,9 +85,21 @@ def parse_frames(data: bytes) -> tuple[list[Frame], bytes]:
 class RawClient:
     """One socket to ``127.0.0.1:port`` (see the module docstring)."""
 
-    def __init__(self, port: int, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        port: int,
+        *,
+        timeout: float = 10.0,
+        host: str = "127.0.0.1",
+        source: str | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """``source``: the local address to connect from (127.0.0.2 is another loopback client); ``tls``: wrap
+        the socket in TLS first (the handshake is done here, blocking)."""
         self.timeout = timeout
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        sock = socket.create_connection((host, port), timeout=timeout, source_address=(source, 0) if source else None)
+        self.sock = tls.wrap_socket(sock, server_hostname="localhost") if tls is not None else sock
+        self.offered: list[str] = []  # the mechanisms of the last sasl-mechanisms frame read
         self.received = b""  # bytes read but not yet consumed by a reader below
         self.connection: Connection | None = None
         self.transport: Transport | None = None
@@ -141,6 +154,9 @@ class RawClient:
         assert self.read_exactly(len(SASL_HEADER)) == SASL_HEADER
         mechanisms = self.read_frame()
         assert mechanisms.descriptor == SASL_MECHANISMS, mechanisms
+        offered = mechanisms.fields[0] if mechanisms.fields else []
+        names = offered.elements if isinstance(offered, Array) else [offered]  # one symbol may come bare
+        self.offered = [str(name) for name in names]
         outcome = self.read_frame()
         assert outcome.descriptor == SASL_OUTCOME, outcome
         return int(outcome.fields[0])

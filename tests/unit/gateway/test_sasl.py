@@ -583,6 +583,34 @@ def test_anonymous_trace_is_ignored(trace):
     assert drain(server) == [CredentialsReceived("ANONYMOUS", None, None, None)]
 
 
+@pytest.mark.parametrize(
+    ("response", "authzid"), [(None, None), (b"", None), (b"alice", "alice"), ("jürgen".encode(), "jürgen")]
+)
+def test_external_carries_the_authorization_identity_asked_for(response, authzid):
+    server = after_header(("EXTERNAL", "PLAIN"))
+    server.receive_data(sasl_init("EXTERNAL", response))
+    assert drain(server) == [CredentialsReceived("EXTERNAL", authzid, None, None)]
+    server.complete(True, "alice")
+    assert drain(server) == [SaslDone(authenticated=True, username="alice", leftover=b"")]
+
+
+@pytest.mark.parametrize("response", [b"al\xffice", b"al\x00ice"])
+def test_external_with_an_identity_that_cannot_be_fails_at_once(response):
+    server = after_header(("EXTERNAL",))
+    server.receive_data(sasl_init("EXTERNAL", response))
+    assert drain(server) == [SaslDone(authenticated=False, username=None, leftover=b"")]
+
+
+def test_offer_changes_the_mechanisms_until_the_header_is_answered():
+    server = SaslServer(["PLAIN", "ANONYMOUS"])
+    server.offer(["EXTERNAL", "PLAIN", "ANONYMOUS"])
+    assert server.mechanisms == ("EXTERNAL", "PLAIN", "ANONYMOUS")
+    server.receive_data(SASL_HEADER)
+    assert b"EXTERNAL" in server.data_to_send()
+    with pytest.raises(SaslError, match="AWAIT_HEADER"):
+        server.offer(["PLAIN"])
+
+
 # -- bad frames ----------------------------------------------------------------------------------------------
 
 INIT_BODY = described(smallulong(0x41), lst(sym("PLAIN"), vbin(PLAIN_ALICE)))
@@ -770,7 +798,7 @@ def test_complete_outside_await_verdict():
     [
         pytest.param([], "at least one", id="empty"),
         pytest.param(["PLAIN", "PLAIN"], "duplicate", id="duplicate"),
-        pytest.param(["EXTERNAL"], "unsupported", id="external"),
+        pytest.param(["SCRAM-SHA-256"], "unsupported", id="scram"),
         pytest.param(["plain"], "unsupported", id="lower-case"),
     ],
 )
