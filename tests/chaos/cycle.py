@@ -76,7 +76,7 @@ class Cycle:
                 self.window,
             )
             problems += [f"{endpoint.name}: {p}" for p in found]
-        self.ledger.after_drain(endpoint.name, deliveries)
+        self.ledger.after_drain(endpoint.name, deliveries, self.kill_time)
         if not load:
             conn.close()
             return problems

@@ -24,6 +24,7 @@ class Figures:
     failed: int = 0
     checked: int = 0
     window_redeliveries: int = 0
+    longest_forgotten_ms: int = 0  # the oldest accept (before its kill) a crash forgot
     committed: int = 0
     rolled_back: int = 0
     in_doubt: int = 0
@@ -85,7 +86,7 @@ class Ledger:
         with self.lock:
             return {k: Settled(s.accepted_at, list(s.failed_at), s.floor) for k, s in self.settled[endpoint].items()}
 
-    def after_drain(self, endpoint: str, deliveries: list[Delivery]) -> None:
+    def after_drain(self, endpoint: str, deliveries: list[Delivery], kill_time: float | None) -> None:
         """What a restart's pass showed becomes the truth: a redelivered key is not accepted (its accept was in
         the window), and its delivery-count is what the store keeps."""
         with self.lock:
@@ -94,8 +95,10 @@ class Ledger:
             for delivery in deliveries:
                 self.received[endpoint].add(delivery.key)
                 old = table.get(delivery.key)
-                if old is not None and old.accepted_at is not None:
+                if old is not None and old.accepted_at is not None and kill_time is not None:
                     self.figures.window_redeliveries += 1
+                    age = round((kill_time - old.accepted_at) * 1000)
+                    self.figures.longest_forgotten_ms = max(self.figures.longest_forgotten_ms, age)
                 table[delivery.key] = Settled(floor=delivery.count)
 
     def take_in_doubt(self) -> list[tuple[str, list[str]]]:

@@ -100,20 +100,18 @@ def run(store_url: str, workdir: Path, kills: int, seed: int, window: float = 1.
     sdk.start()
     try:
         for number in range(1, kills + 1):
-            _log(f"kill {number}: checking and loading")
-            problems = cycle.check_and_load()
-            _log(f"kill {number}: load running, {len(problems)} problems so far")
+            label = f"after kill {number - 1}" if number > 1 else "start"
+            _log(f"{label}: checking, then loading")
+            report.problems += [f"{label}: {p}" for p in cycle.check_and_load()]
             if cycle.baseline is None:
                 _wait_for_rows(store_url)
                 cycle.baseline = store_checks.snapshot(store_url)
-            problems += cycle.kill_and_inspect(cycle.rng.uniform(0.3, max_up))
+            found = cycle.kill_and_inspect(cycle.rng.uniform(0.3, max_up))
+            report.problems += [f"kill {number}: {p}" for p in found]
             report.kills = number
-            _log(f"kill {number}: killed and inspected, restarting")
             server.start(timeout=60)
-            report.problems += [f"kill {number}: {p}" for p in problems]
-            for problem in problems[:10]:
-                _log(f"kill {number}: {problem}")
-        report.problems += [f"final: {p}" for p in cycle.check_and_load(load=False)]
+            _log(f"kill {number} done: {len(report.problems)} problems so far")
+        report.problems += [f"after kill {kills}: {p}" for p in cycle.check_and_load(load=False)]
     finally:
         stop.set()
         sdk.join(timeout=15)
