@@ -38,11 +38,11 @@ class Cycle:
     window: float
     baseline: dict[str, list[tuple[object, ...]]] | None = None
     kill_time: float | None = None
-    counters: dict[str, itertools.count] = field(default_factory=lambda: {})
+    counters: dict[str, itertools.count[int]] = field(default_factory=dict)
     threads: list[threading.Thread] = field(default_factory=list)
     clients: list[Any] = field(default_factory=list)
 
-    def counter(self, name: str) -> itertools.count:
+    def counter(self, name: str) -> itertools.count[int]:
         return self.counters.setdefault(name, itertools.count(1))
 
     def check_and_load(self, load: bool = True) -> list[str]:
@@ -100,7 +100,12 @@ class Cycle:
             traffic.thread(traffic.publish_plain, ledger, url, QUEUE, "queue", "plain", self.counter("plain")),
             traffic.thread(traffic.publish_plain, ledger, url, TOPIC, "topic", "topic", self.counter("topic")),
             traffic.thread(
-                traffic.publish_transactions, ledger, QUEUE, self.server.address, self.counter("tx"), self.rng.random()
+                traffic.publish_transactions,
+                ledger,
+                QUEUE,
+                self.server.address,
+                self.counter("tx"),
+                self.rng.getrandbits(32),
             ),
         ]
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from proton import Delivery, Message
+from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
 from tests.support.amqp import Capabilities, connect
@@ -43,7 +44,8 @@ def _send_one(conn: BlockingConnection, link: object, key: str) -> Delivery:
 def publish(url: str, name: str, outcomes: Outcomes, stop: threading.Event) -> None:
     """Send one message at a time until ``stop``; record each outcome."""
     conn = connect(url, timeout=60)
-    link = conn.create_sender(ADDRESS, name=name, options=[Capabilities("queue")]).link
+    options: list[LinkOption] = [Capabilities("queue")]
+    link = conn.create_sender(ADDRESS, name=name, options=options).link
     number = 0
     while not stop.is_set():
         number += 1
@@ -66,7 +68,8 @@ def publish(url: str, name: str, outcomes: Outcomes, stop: threading.Event) -> N
 def received_keys(url: str, limit: float = 60.0) -> set[str]:
     """Drain the queue (accepting), until 3 s pass idle or ``limit`` runs out."""
     conn = connect(url, timeout=30)
-    rcv = conn.create_receiver(ADDRESS, credit=1000, options=[Capabilities("queue")])
+    options: list[LinkOption] = [Capabilities("queue")]
+    rcv = conn.create_receiver(ADDRESS, credit=1000, options=options)
     keys: set[str] = set()
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:

@@ -71,6 +71,7 @@ def _next(rcv: BlockingReceiver, timeout: float) -> tuple[Message, ProtonDeliver
         if type(error).__name__ == "Timeout":
             return None
         raise
+    assert rcv.fetcher is not None
     return message, rcv.fetcher.unsettled.pop()
 
 
@@ -96,8 +97,9 @@ def drain(rcv: BlockingReceiver, expected: set[str]) -> tuple[list[Delivery], li
     return got, held
 
 
-def _settle(ledger: Ledger, endpoint: str, key: str, delivery: ProtonDelivery, rng: random.Random) -> bool:
-    """Accept (mostly), fail, or leave unsettled; False when left."""
+def _settle(ledger: Ledger, endpoint: str, key: str, delivery: ProtonDelivery, rng: random.Random) -> None:
+    """Accept (mostly), fail (modified, delivery-failed), or leave unsettled for good: the crash must bring it
+    back."""
     roll = rng.random()
     if roll < 0.8:
         delivery.update(ProtonDelivery.ACCEPTED)
@@ -108,19 +110,17 @@ def _settle(ledger: Ledger, endpoint: str, key: str, delivery: ProtonDelivery, r
         delivery.update(ProtonDelivery.MODIFIED)
         delivery.settle()
         ledger.fail(endpoint, key)
-    else:
-        return False
-    return True
 
 
 def consume(
     ledger: Ledger, endpoint: Endpoint, rcv: BlockingReceiver, held: list[tuple[str, ProtonDelivery]], seed: int
 ) -> None:
-    """Settle in shuffled batches until the connection dies (the kill) or the stop flag of the run is set."""
+    """Settle in shuffled batches of 1–8 until the connection dies (the kill)."""
     rng = random.Random(seed)
     while True:
         rng.shuffle(held)
-        keep = [(k, d) for k, d in held if not _settle(ledger, endpoint.name, k, d, rng)]
+        for key, delivery in held:
+            _settle(ledger, endpoint.name, key, delivery, rng)
         held = []
         for _ in range(rng.randint(1, 8)):
             item = _next(rcv, 0.2)
@@ -129,19 +129,21 @@ def consume(
             key = str(item[0].body)
             ledger.delivered(endpoint.name, key)
             held.append((key, item[1]))
-        del keep  # left unsettled for good: the crash must bring them back
 
 
-def publish_plain(ledger: Ledger, url: str, address: str, kind: str, prefix: str, counter: itertools.count) -> None:
+def publish_plain(
+    ledger: Ledger, url: str, address: str, kind: str, prefix: str, counter: itertools.count[int]
+) -> None:
     conn = connect(url, timeout=10)
-    snd = conn.create_sender(address, name=f"{prefix}-{next(counter)}", options=[Capabilities(kind)])
+    options: list[LinkOption] = [Capabilities(kind)]
+    snd = conn.create_sender(address, name=f"{prefix}-{next(counter)}", options=options)
     while True:
         key = f"{prefix}-{next(counter)}"
         snd.send(Message(body=key, durable=True), timeout=10)
         ledger.confirm(address, [key])
 
 
-def publish_transactions(ledger: Ledger, address: str, hostport: str, counter: itertools.count, seed: int) -> None:
+def publish_transactions(ledger: Ledger, address: str, hostport: str, counter: itertools.count[int], seed: int) -> None:
     """JMS-style transacted sessions: 1–5 sends, then commit (mostly) or rollback."""
     rng = random.Random(seed)
     wire = JmsWire.connect(hostport, timeout=10)
