@@ -12,7 +12,8 @@ connection of their own (``storage.store_metrics.FigureReader``); each tick take
 ``top_queues``: N rows and ``other``), so a scrape handles N + 1 rows whatever the number of nodes. That pass over
 the nodes costs about 1 µs a node on the reactor, so it runs every second only up to ``NODES_PER_TICK`` nodes and
 every ``ceil(nodes / NODES_PER_TICK)`` seconds beyond (100k topics: every 10 s, ~0.1 s of reactor time each);
-the rest of a tick is a pass over the open links. Without ``--http`` none of this runs.
+the rest of a tick is a pass over the open links (and a secondary's few fan-out links). Without ``--http`` none of
+this runs.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from subgate.engine.nodes import Queue, Topic
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import MetricsRead, StoreFigures
 from subgate.gateway.links import CoordinatorLink, Inbound, LinkState, Outbound
-from subgate.metrics.snapshot import Snapshot, top_nodes, top_queues
+from subgate.metrics.snapshot import FanoutLink, Snapshot, top_nodes, top_queues
 
 log = logging.getLogger("subgate.metrics")
 
@@ -64,6 +66,7 @@ class MetricsFeed:
         stopping: Callable[[], bool],
         top_n: int = 50,
         on_tick: Callable[[], None] = lambda: None,
+        fanout: Callable[[], list[dict[str, Any]]] = list,
     ) -> None:
         self._connections = connections
         self._links = links
@@ -78,6 +81,7 @@ class MetricsFeed:
         self._stopping = stopping
         self._top_n = top_n
         self._on_tick = on_tick  # the web console's view, while someone watches (gateway.console_feed)
+        self._fanout = fanout  # a secondary's fan-out links (FanoutMirror.status)
         self._nodes_due = 0  # ticks until the next pass over the nodes
         self._traffic: tuple[tuple[str, int, int], ...] = ()
         self._depths: tuple[tuple[str, int], ...] = ()
@@ -142,4 +146,5 @@ class MetricsFeed:
             auth_failures=tuple(sorted(self._auth_failures.items())),
             store=None if store is None else store[0],
             store_read_wall=None if store is None else store[1],
+            fanout=tuple(FanoutLink.of(row) for row in self._fanout()),
         )

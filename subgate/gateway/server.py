@@ -208,6 +208,7 @@ class Server:
             stopping=lambda: housekeeping.stopping,
             top_n=self.settings.metrics_top_nodes,
             on_tick=console.tick,
+            fanout=broker.fanout.status,
         )
         http.snapshot = lambda: feed.latest
         http.console.view = lambda: console.latest

@@ -100,6 +100,35 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
         snapshot.auth_failures,
     )
     yield from _store_families(snapshot, top_n)
+    if snapshot.fanout:
+        yield from _fanout_families(snapshot)
+
+
+def _fanout_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """A secondary's fan-out links (docs/fanout.md), labelled by primary and selector (a few links at most)."""
+    labels = ["primary", "selector"]
+    state = GaugeMetricFamily(
+        "subgate_fanout_link_state", "1 for the state a fan-out link is in.", labels=[*labels, "state"]
+    )
+    topics = GaugeMetricFamily("subgate_fanout_replicated_topics", "Topics replicated by a link.", labels=labels)
+    received = CounterMetricFamily("subgate_fanout_messages_received", "Messages received on a link.", labels=labels)
+    reconnects = CounterMetricFamily("subgate_fanout_reconnects", "Reconnects of a link.", labels=labels)
+    lag = GaugeMetricFamily(
+        "subgate_fanout_lag_seconds",
+        "Primary timestamp to local apply over the last minute: p50 and max.",
+        labels=[*labels, "quantile"],
+    )
+    for link in snapshot.fanout:
+        key = [link.primary, link.selector]
+        for name in ("connecting", "snapshot", "live", "lost"):
+            state.add_metric([*key, name], 1.0 if link.state == name else 0.0)
+        topics.add_metric(key, link.replicated_topics)
+        received.add_metric(key, link.messages_received)
+        reconnects.add_metric(key, link.reconnects)
+        for quantile, value in (("0.5", link.lag_p50_ms), ("1", link.lag_max_ms)):
+            if value is not None:
+                lag.add_metric([*key, quantile], value / 1000.0)
+    yield from (state, topics, received, reconnects, lag)
 
 
 def _store_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:

@@ -38,6 +38,28 @@ class Snapshot:
     auth_failures: tuple[tuple[str, int], ...]  # (mechanism, failures)
     store: StoreFigures | None = None  # the last periodic read of the store (None before the first)
     store_read_wall: float | None = None  # when it was read (``time.time``)
+    fanout: tuple[FanoutLink, ...] = ()  # a secondary's fan-out links (docs/fanout.md)
+
+
+@dataclass(frozen=True, slots=True)
+class FanoutLink:
+    """One fan-out link as ``subgate fanout status`` shows it (``FanoutMirror.status``)."""
+
+    primary: str
+    selector: str
+    state: str  # connecting, snapshot, live, lost
+    replicated_topics: int
+    messages_received: int
+    reconnects: int
+    lag_p50_ms: float | None
+    lag_max_ms: float | None
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> FanoutLink:
+        return cls(
+            str(row["primary"]), str(row["selector"]), str(row["state"]), int(row["replicated_topics"]),
+            int(row["messages_received"]), int(row["reconnects"]), row.get("lag_p50_ms"), row.get("lag_max_ms"),
+        )  # fmt: skip
 
 
 Row = tuple[Any, ...]  # (label, figure, ...): plain tuples, the cheapest record to build 100k of

@@ -241,3 +241,26 @@ def test_credit_comes_back_as_the_secondary_applies_so_a_small_window_carries_ev
     publish(primary, "A/stream", *bodies)
     assert receive_bodies(watcher, 300, timeout=60) == bodies  # all of them, in order, 5 at a time
     conn.close()
+
+
+def test_metrics_show_each_fan_out_link(make_server):
+    """/metrics at the secondary: the link's state, replicated topics, messages received and lag."""
+    from tests.e2e.test_metrics import http_base, scrape, value
+
+    primary = make_server(None, "--name", "primary-1")
+    create(primary, "A", "A/B")
+    secondary = make_server(None, *fanout_flags(f"{primary.url}=A//", name="secondary-1"), "--http", "127.0.0.1:0")
+    wait_live(secondary, 2)
+    publish(primary, "A/B", "b1", "b2")
+    base = http_base(secondary)
+    link = {"primary": primary.url, "selector": "A//"}
+
+    def received() -> dict | None:
+        samples = scrape(base)
+        return samples if value(samples, "subgate_fanout_messages_received_total", **link) >= 2 else None
+
+    samples = eventually(received, timeout=15)
+    assert value(samples, "subgate_fanout_link_state", state="live", **link) == 1.0
+    assert value(samples, "subgate_fanout_link_state", state="lost", **link) == 0.0
+    assert value(samples, "subgate_fanout_replicated_topics", **link) == 2.0
+    assert (("subgate_fanout_lag_seconds", tuple(sorted({**link, "quantile": "0.5"}.items())))) in samples
