@@ -36,8 +36,6 @@ class DeadLetters:
         self.router = router
         self.route = route
         self.watch = watch  # a node created here is in service like one a client created
-        self.moved = 0
-        self.dropped = 0
 
     def move(self, queue: Queue, message: Message, reason: str) -> None:
         settings = queue.address_settings
@@ -45,7 +43,6 @@ class DeadLetters:
         target_name = settings.expiry_target(queue.name) if expired else settings.dead_letter_target(queue.name)
         target = self._target(target_name) if target_name and target_name != queue.name else None
         if target is None:
-            self.dropped += 1
             log.warning(
                 "dropped message %d of %r (%s): no %s address",
                 message.seq,
@@ -90,7 +87,6 @@ class DeadLetters:
     def _done(
         self, queue: Queue, message: Message, target: Node, copy: Message, reason: str, *, recorded: bool
     ) -> None:
-        self.moved += 1
         queue.moved(message, recorded=recorded)
         log.info(
             "moved message %d of %r to %r (%s)",

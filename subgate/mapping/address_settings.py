@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from subgate.mapping.errors import INVALID_FIELD, Refused
-
 MAX_DELIVERY_ATTEMPTS = "max-delivery-attempts"  # the reasons a message leaves for its dead letter address
 REJECTED = "rejected"
 EXPIRED = "expired"
@@ -176,15 +174,3 @@ def table_to_text(table: dict[str, Any]) -> str:
         )
         parts.append(f"{pattern}:{body}")
     return ",".join(parts)
-
-
-def check_entries(texts: tuple[str, ...], delimiter: str = ".") -> None:
-    """Refuse malformed entries with ``amqp:invalid-field`` (``$management``).
-
-    Raises:
-        Refused: the parse error.
-    """
-    try:
-        parse_entries(texts, delimiter)
-    except ValueError as exc:
-        raise Refused(INVALID_FIELD, str(exc)) from None
