@@ -21,6 +21,7 @@ from proton.reactor import ApplicationEvent, EventInjector
 from sqlalchemy.orm import Session, sessionmaker
 
 from subgate.gateway.sasl import CredentialsReceived
+from subgate.storage.errors import log_store_failure
 from subgate.storage.passwords import verify_password
 from subgate.storage.principals import count_principals, find_principal
 
@@ -57,8 +58,8 @@ class Authenticator:
     def _refresh(self) -> None:
         try:
             exist = self._count() > 0
-        except Exception:  # the store may be briefly unavailable; keep the last answer
-            log.exception("could not count principals")
+        except Exception as exc:  # the store may be briefly unavailable; keep the last answer
+            log_store_failure(log, "could not count principals", exc)
             return
         self._set_principals_exist(exist)
 
@@ -89,8 +90,8 @@ class Authenticator:
                 return
         try:
             authenticated, username = self._verify(credentials)
-        except Exception:
-            log.exception("authentication check failed")
+        except Exception as exc:
+            log_store_failure(log, "authentication check failed", exc)
             authenticated, username = False, credentials.username
         self._injector.trigger(ApplicationEvent("sasl_verdict", subject=(request, authenticated, username)))
 

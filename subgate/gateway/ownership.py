@@ -17,6 +17,7 @@ import uuid
 from sqlalchemy.orm import Session, sessionmaker
 
 from subgate.storage import lease
+from subgate.storage.errors import log_store_failure
 
 log = logging.getLogger("subgate.ownership")
 
@@ -73,16 +74,17 @@ class StoreOwnership:
         try:
             with self._sessions.begin() as session:
                 lease.release(session, self.me.token)
-        except Exception:  # the store went away: the lease runs out by itself
-            log.exception("could not release the store's lease; it expires in %.0fs", self._lease_ms / 1000)
+        except Exception as exc:  # the store went away: the lease runs out by itself
+            expires = f"it expires in {self._lease_ms / 1000:.0f}s"
+            log_store_failure(log, f"could not release the store's lease; {expires}", exc)
 
     def _run(self) -> None:
         while not self._stop.wait(self._renew_seconds):
             try:
                 with self._sessions.begin() as session:
                     still_mine = lease.renew(session, self.me.token, now_ms() + self._lease_ms)
-            except Exception:
-                log.exception("could not renew the store's lease")
+            except Exception as exc:
+                log_store_failure(log, "could not renew the store's lease", exc)
                 continue
             if not still_mine:
                 log.error("this server no longer holds the store's lease: another server took the store over")

@@ -17,6 +17,7 @@ from proton.reactor import ApplicationEvent, EventInjector
 from sqlalchemy.orm import Session, sessionmaker
 
 from subgate.mapping.permissions import Policy
+from subgate.storage.errors import log_store_failure
 from subgate.storage.permissions import load_policy
 
 log = logging.getLogger("subgate.policy")
@@ -43,8 +44,8 @@ class PolicyLoader:
         when principals appear or disappear, before its verdict)."""
         try:
             policy = read_policy(self._sessions)
-        except Exception:  # the store may be briefly unavailable: keep the last policy
-            log.exception("could not read permissions from the store")
+        except Exception as exc:  # the store may be briefly unavailable: keep the last policy
+            log_store_failure(log, "could not read permissions from the store", exc)
             return
         self._injector.trigger(ApplicationEvent("policy_loaded", subject=policy))
 

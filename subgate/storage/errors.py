@@ -8,6 +8,9 @@ StoreError
  └── StoreUnavailable  the store cannot be opened or used: what failed, the URL (password hidden), the reason
       └── BadStoreUrl  the URL itself is wrong: unparsable, or no such dialect or driver
 
+``log_store_failure(log, what, exc)`` logs a failed background store call: one line without a traceback when the
+store itself failed (a driver error: disk full, connection refused), a traceback for anything else (a bug).
+
 ``store_errors(url, action)`` is the translation point: every entry into the store from the command line or
 the server's start-up runs inside it, and an ``ArgumentError``/``NoSuchModuleError`` (a bad URL) or any other
 ``SQLAlchemyError`` comes out as one of the two last errors, ``from`` the original.
@@ -15,6 +18,7 @@ the server's start-up runs inside it, and an ``ArgumentError``/``NoSuchModuleErr
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -76,6 +80,17 @@ def store_errors(url: str, action: str = "open the store") -> Iterator[None]:
         raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc.orig)}") from exc
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc)}") from exc
+
+
+def log_store_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """Log that ``what`` failed (e.g. "could not renew the store's lease"): at error level with the driver's reason
+    when the store failed (``DBAPIError``: it is down, full or refusing), with the traceback otherwise."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        log.error("%s: %s", what, _first_line(exc.orig))
+    else:
+        log.error("%s", what, exc_info=exc)
 
 
 def _first_line(exc: BaseException | None) -> str:

@@ -35,14 +35,16 @@ class Outcomes:
             return sum(1 for t, _ in self.accepted if t > moment)
 
 
-def _send_one(conn: BlockingConnection, link: object, key: str) -> Delivery:
-    delivery = link.send(Message(body=key, durable=True))  # type: ignore[attr-defined]
+def _send_one(conn: BlockingConnection, link: object, key: str, padding: int) -> Delivery:
+    body = key if not padding else f"{key}|{'x' * padding}"
+    delivery = link.send(Message(body=body, durable=True))  # type: ignore[attr-defined]
     conn.wait(lambda: bool(delivery.remote_state) or delivery.settled, timeout=60, msg=f"outcome of {key}")
     return delivery
 
 
-def publish(url: str, name: str, outcomes: Outcomes, stop: threading.Event) -> None:
-    """Send one message at a time until ``stop``; record each outcome."""
+def publish(url: str, name: str, outcomes: Outcomes, stop: threading.Event, padding: int = 0) -> None:
+    """Send one message at a time until ``stop``; record each outcome. ``padding``: bytes appended to each body
+    after a ``|`` (``received_keys`` strips them)."""
     conn = connect(url, timeout=60)
     options: list[LinkOption] = [Capabilities("queue")]
     link = conn.create_sender(ADDRESS, name=name, options=options).link
@@ -50,7 +52,7 @@ def publish(url: str, name: str, outcomes: Outcomes, stop: threading.Event) -> N
     while not stop.is_set():
         number += 1
         key = f"{name}-{number}"
-        delivery = _send_one(conn, link, key)
+        delivery = _send_one(conn, link, key, padding)
         with outcomes.lock:
             if delivery.remote_state == Delivery.ACCEPTED:
                 outcomes.accepted.append((time.monotonic(), key))
@@ -77,7 +79,7 @@ def received_keys(url: str, limit: float = 60.0) -> set[str]:
             message = rcv.receive(timeout=3)
         except Exception:  # noqa: BLE001 - proton's Timeout: the queue is empty
             break
-        keys.add(str(message.body))
+        keys.add(str(message.body).split("|", 1)[0])
         rcv.accept()
     conn.close()
     return keys
