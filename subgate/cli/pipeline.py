@@ -258,10 +258,13 @@ def export_command(
     result = _run_job(lambda spark, jdbc: export_journal(spark, jdbc, target, partitions), store, master, quiet)
     if as_json:
         click.echo(json.dumps(result.as_json(), indent=2))
-    elif result.rows:
+        return
+    if result.rows:
         click.echo(f"exported {result.rows} journal rows (#{result.from_id}..#{result.to_id}) to {result.path}")
     else:
         click.echo(f"nothing new to export: {result.path} holds the journal up to #{result.to_id}")
+    if result.closed:
+        click.echo(f"closed {result.closed} partitions of past days (each now one file, not written again)")
 
 
 PLAN_SHOWN = ("topic", "kind", "consumers", "rows", "bytes", "delete_through", "free_rows", "free_bytes")

@@ -4,8 +4,9 @@ Owns the export's layout and its increment. The dataset is ``DIR/journal/topic=<
 (Spark escapes ``/`` in a topic as ``%2F``), every column of ``messages`` in the files (``names.EXPORT_COLUMNS``),
 ``day`` the UTC date of ``ts``. A run reads only the rows after the highest journal sequence already exported
 (found in the dataset itself, so a run that failed before its commit leaves nothing to reconcile) up to the cut
-taken at its start, and appends them: a day's rows are written by the runs while it is open, and once closed its
-files are never rewritten. ``partitioned`` is the pure part (no I/O); ``export_journal`` reads and writes.
+taken at its start, and appends them: a day's rows are written by the runs while it is open; the first run after
+the day closes rewrites each of its partitions into one file, once, and never touches it again
+(``pipeline.closing``). ``partitioned`` is the pure part (no I/O); ``export_journal`` reads and writes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from subgate.pipeline import names as n
+from subgate.pipeline.closing import close_days
 from subgate.pipeline.readers import JdbcStore, Snapshot, read_journal, read_parquet, take_snapshot
 
 if TYPE_CHECKING:
@@ -33,15 +35,17 @@ def partitioned(journal: DataFrame) -> DataFrame:
 @dataclass(frozen=True)
 class ExportResult:
     """What a run wrote: ``rows`` journal rows, sequences ``from_id..to_id`` (none when ``rows`` is 0; then
-    ``to_id`` is the highest exported before), under ``path``."""
+    ``to_id`` is the highest exported before), under ``path``; ``closed``: partitions of days it closed."""
 
     path: str
     rows: int
     from_id: int | None
     to_id: int
+    closed: int = 0
 
     def as_json(self) -> dict[str, object]:
-        return {"path": self.path, "rows": self.rows, "from_id": self.from_id, "to_id": self.to_id}
+        return {"path": self.path, "rows": self.rows, "from_id": self.from_id, "to_id": self.to_id,
+                "closed_partitions": self.closed}  # fmt: skip
 
 
 def exported_through(spark: SparkSession, dataset: Path) -> int:
@@ -58,10 +62,10 @@ def export_journal(spark: SparkSession, store: JdbcStore, out: Path, partitions:
     done = exported_through(spark, dataset)
     snapshot = take_snapshot(spark, store)
     if snapshot.last_id <= done:
-        return ExportResult(str(dataset), 0, None, done)
+        return ExportResult(str(dataset), 0, None, done, close_days(spark, dataset))
     tail = Snapshot(max(done + 1, snapshot.first_id), snapshot.last_id)
     rows = partitioned(read_journal(spark, store, tail, partitions, n.EXPORT_COLUMNS))
     rows.write.mode("append").partitionBy("topic", "day").parquet(str(dataset))
     written = read_parquet(spark, str(dataset)).where(F.col(n.ID) > done)
     count, low = written.agg(F.count(F.lit(1)), F.min(n.ID)).collect()[0]
-    return ExportResult(str(dataset), int(count), int(low), snapshot.last_id)
+    return ExportResult(str(dataset), int(count), int(low), snapshot.last_id, close_days(spark, dataset))

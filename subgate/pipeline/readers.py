@@ -205,10 +205,12 @@ def read_store(spark: SparkSession, store: JdbcStore, partitions: int = 2) -> St
 
 
 # -- the Parquet export (``export``) as the journal's source -----------------------------------------------------
-def parquet_schema(columns: tuple[str, ...] = n.EXPORT_COLUMNS) -> str:
-    """The export's schema: the journal's columns with their Spark types, then the partition columns."""
+def parquet_schema(columns: tuple[str, ...] = n.EXPORT_COLUMNS, partition_columns: bool = True) -> str:
+    """The export's schema: the journal's columns with their Spark types, then the partition columns (without
+    them: the schema of the files of one partition)."""
     types = {**n.SPARK_TYPES[n.MESSAGES], **{column: "TIMESTAMP" for column in n.TIMESTAMP_COLUMNS[n.MESSAGES]}}
-    return ", ".join([f"{column} {types[column]}" for column in columns] + ["topic STRING", "day DATE"])
+    partitions = ["topic STRING", "day DATE"] if partition_columns else []
+    return ", ".join([f"{column} {types[column]}" for column in columns] + partitions)
 
 
 def read_parquet(spark: SparkSession, dataset: str) -> DataFrame:

@@ -96,3 +96,55 @@ def test_volume_counts_rows_and_bytes_per_topic_and_utc_day(spark):
     )
     assertDataFrameEqual(volume(rows), expected, checkRowOrder=True)
     assertDataFrameEqual(volume(journal(spark)), spark.createDataFrame([], expected.schema))
+
+
+DAY_AFTER = datetime(2026, 3, 6, 8, 0, tzinfo=UTC)
+
+
+def test_a_closed_day_is_written_once_as_one_file(spark, store_url, tmp_path):
+    from subgate.pipeline.closing import CLOSED
+
+    upgrade(store_url)
+    store = jdbc_store(store_url)
+    dataset = tmp_path / "journal"
+    day1 = dataset / "topic=prices%2Ffx" / "day=2026-03-04"
+    add_rows(store_url, row(1, "prices/fx", 1, MIDNIGHT))
+    assert export_journal(spark, store, tmp_path).closed == 0
+    add_rows(store_url, row(2, "prices/fx", 2, MIDNIGHT), row(3, "2026", 3, MIDNIGHT))
+    assert export_journal(spark, store, tmp_path).closed == 0
+    assert len(list(day1.glob("*.parquet"))) >= 2  # the open day: one more set of files per run
+    assert not (day1 / CLOSED).exists()
+
+    add_rows(store_url, row(4, "prices/fx", 4, NEXT_DAY))
+    third = export_journal(spark, store, tmp_path)
+    assert third.closed == 2  # both topics' 2026-03-04
+    files = list(day1.glob("*.parquet"))
+    assert len(files) == 1 and (day1 / CLOSED).exists()
+    assert [r[n.ID] for r in spark.read.parquet(str(files[0])).collect()] == [1, 2]  # in journal order
+    day2 = dataset / "topic=prices%2Ffx" / "day=2026-03-05"
+    assert not (day2 / CLOSED).exists()
+    assert not [p for p in dataset.rglob(".*") if p.name.endswith((".new", ".old"))]
+
+    closed_file = files[0].stat()
+    add_rows(store_url, row(5, "prices/fx", 5, NEXT_DAY), row(6, "prices/fx", 6, DAY_AFTER))
+    fourth = export_journal(spark, store, tmp_path)
+    assert fourth.closed == 1  # 2026-03-05; 2026-03-04 is not touched again
+    assert list(day1.glob("*.parquet")) == files and files[0].stat().st_mtime_ns == closed_file.st_mtime_ns
+    exported = read_parquet(spark, str(dataset))
+    assert sorted((r[n.ID], r["topic"]) for r in exported.collect()) == [
+        (1, "prices/fx"), (2, "prices/fx"), (3, "2026"), (4, "prices/fx"), (5, "prices/fx"), (6, "prices/fx")
+    ]  # fmt: skip
+
+
+def test_a_swap_cut_short_by_a_crash_is_finished_or_undone(tmp_path):
+    from subgate.pipeline.closing import repair
+
+    topic = tmp_path / "topic=a"
+    (topic / "day=2026-03-04").mkdir(parents=True)
+    (topic / ".day=2026-03-04.old").mkdir()  # crashed after the new partition went into place
+    (topic / ".day=2026-03-05.old").mkdir()  # crashed between the two renames
+    (topic / ".day=2026-03-05.old" / "part-0.parquet").write_bytes(b"rows")
+    (topic / ".day=2026-03-05.new").mkdir()
+    repair(tmp_path)
+    assert sorted(p.name for p in topic.iterdir()) == ["day=2026-03-04", "day=2026-03-05"]
+    assert (topic / "day=2026-03-05" / "part-0.parquet").read_bytes() == b"rows"
