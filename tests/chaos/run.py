@@ -98,6 +98,7 @@ def run(store_url: str, workdir: Path, kills: int, seed: int, window: float = 1.
     stop = threading.Event()
     sdk = threading.Thread(target=_sdk_publisher, args=(server.url, stop, cycle), daemon=True, name="chaos-sdk")
     sdk.start()
+    seen = 0
     try:
         for number in range(1, kills + 1):
             label = f"after kill {number - 1}" if number > 1 else "start"
@@ -111,6 +112,9 @@ def run(store_url: str, workdir: Path, kills: int, seed: int, window: float = 1.
             report.kills = number
             server.start(timeout=60)
             _log(f"kill {number} done: {len(report.problems)} problems so far")
+            for problem in report.problems[seen:]:
+                _log(f"  problem: {problem}")
+            seen = len(report.problems)
         report.problems += [f"after kill {kills}: {p}" for p in cycle.check_and_load(load=False)]
     finally:
         stop.set()
