@@ -76,3 +76,38 @@ def test_a_torn_file_is_not_a_sound_copy_and_is_not_restored(store, tmp_path):
     assert inspect_copy(plain).revision is None and not inspect_copy(plain).sound
     restored = restore_sqlite(good.path, target)
     assert restored.sound and restored.rows == good.rows
+
+
+def test_writes_between_the_steps_of_a_backup_stay_out_of_the_copy(store, tmp_path):
+    """The copy is the snapshot of its first step: a writer committing between steps (what a running server does)
+    changes neither the copy's rows nor makes the backup start over."""
+    from sqlalchemy import insert
+
+    from subgate.storage.db import make_engine
+    from subgate.storage.models import JournalMessage
+    from tests.support.store_rows import message_row
+
+    engine = make_engine(store)
+    with engine.begin() as conn:
+        conn.execute(insert(JournalMessage), [message_row(n, payload=bytes([n % 256]) * 3000) for n in range(1, 2001)])
+    engine.dispose()
+    writer = sqlite3.connect(tmp_path / "subgate.db", isolation_level=None, timeout=30)
+    steps: list[tuple[int, int]] = []
+
+    def write_between_steps(done: int, total: int) -> None:
+        steps.append((done, total))
+        if len(steps) > 50:  # a backup that starts over at every write never ends
+            raise RuntimeError("the backup keeps starting over")
+        n = 10_000 + len(steps)
+        writer.execute(
+            "INSERT INTO messages (id, address, node_kind, publisher_id, publisher_seq, bookmark, ts, durable, "
+            "priority, size, payload) VALUES (?, 'prices', 'topic', 'w', ?, 'w', '2026-01-01', 1, 4, 3000, ?)",
+            (n, n, bytes(3000)),
+        )
+
+    report = backup_sqlite(store, tmp_path / "copy.db", progress=write_between_steps)
+    writer.close()
+    assert len(steps) >= 4, "the store should take several steps to copy"
+    assert [done for done, _ in steps] == sorted(done for done, _ in steps), "the backup started over"
+    assert dict(report.rows)["messages"] == 2000
+    assert dict(inspect_copy(tmp_path / "subgate.db").rows)["messages"] == 2000 + len(steps)
