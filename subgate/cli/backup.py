@@ -49,6 +49,9 @@ def db_backup(store: str | None, file: str, force: bool) -> None:
     The copy is one consistent snapshot (SQLite's online backup API inside one read transaction), written next
     to FILE and renamed into place once 'PRAGMA integrity_check' passed; the output lists its rows per table.
     For PostgreSQL it prints the pg_dump command to use instead.
+
+    Exits with 0 when FILE is written; 1 when it is refused (FILE exists, no store, a PostgreSQL store) or the
+    copy fails its check; 2 on bad usage.
     """
     from subgate.cli.progress import pages
     from subgate.storage.backup import BackupError, backup_sqlite, sqlite_file
@@ -73,6 +76,9 @@ def db_restore(store: str | None, file: str) -> None:
 
     FILE is checked first (integrity and schema revision); the store is then overwritten page by page in one
     transaction. Run 'subgate db upgrade' afterwards when the copy is from an older release.
+
+    Exits with 0 when the store holds the backup; 1 when it is refused (a server owns the store, FILE is not a
+    sound copy, a PostgreSQL store) or fails; 2 on bad usage.
     """
     from subgate.cli.owner import store_owner
     from subgate.cli.progress import pages

@@ -50,15 +50,23 @@ def revisions(total: int) -> Iterator[Callable[[str], None]]:
 
 @contextmanager
 def pages(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A bar of pages copied; the callable it gives is told (pages copied, pages in all) after each step."""
+    """A bar of pages copied, shown from the first step on (a refusal before any copying shows none); the callable
+    it gives is told (pages copied, pages in all) after each step."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
-        task = progress.add_task(label, total=None)
+    progress = Progress(*columns, console=Console(stderr=True))
+    task: list[TaskID] = []
 
-        def copied(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=max(total, 1))
+    def copied(done: int, total: int) -> None:
+        if not task:
+            progress.start()
+            task.append(progress.add_task(label, total=max(total, 1)))
+        progress.update(task[0], completed=done, total=max(total, 1))
 
+    try:
         yield copied
+    finally:
+        if task:
+            progress.stop()
