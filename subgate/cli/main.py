@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from subgate.cli.backup import db_backup, db_restore
 from subgate.cli.bookmarks import bookmarks
 from subgate.cli.client_commands import publish, subscribe
 from subgate.cli.connections import connections
@@ -178,7 +179,11 @@ def _check_tls(settings: Settings) -> None:
 # -- db ---------------------------------------------------------------------------------------------------------
 @main.group()
 def db() -> None:
-    """Store schema: upgrade and inspect."""
+    """Store schema and contents: upgrade, inspect, back up and restore."""
+
+
+db.add_command(db_backup)
+db.add_command(db_restore)
 
 
 @db.command("upgrade")
