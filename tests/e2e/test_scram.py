@@ -214,6 +214,55 @@ def test_users_passwd_sets_a_scram_password(server):
         assert raw.sasl("PLAIN", b"\x00dave\x000ld-s3cret") == SASL_AUTH
 
 
+def _challenged(server: SubgateProcess, user: str) -> RawClient:
+    """A raw client from 127.0.0.4 that sent its client-first message and read the challenge."""
+    raw = RawClient(server.port, source="127.0.0.4")
+    client = ScramClient([SCRAM], user, "whatever")
+    init = performative(SASL_INIT, [symbol(SCRAM), client.get_client_first().encode(), None])
+    raw.send(SASL_HEADER + frame(init, frame_type=SASL_FRAME))
+    assert raw.read_exactly(len(SASL_HEADER)) == SASL_HEADER
+    assert raw.read_frame().descriptor == SASL_MECHANISMS
+    assert raw.read_frame().descriptor == SASL_CHALLENGE
+    return raw
+
+
+AFTER_CHALLENGE = {
+    "sasl-init-again": frame(performative(SASL_INIT, [symbol(SCRAM), b"n,,n=x,r=y", None]), frame_type=SASL_FRAME),
+    "response-not-binary": frame(performative(SASL_RESPONSE, ["c=biws,r=x,p=AAAA"]), frame_type=SASL_FRAME),
+    "response-empty-list": frame(performative(SASL_RESPONSE, []), frame_type=SASL_FRAME),
+    "amqp-frame": frame(performative(0x10, ["container"])),
+    "oversize": (70_000).to_bytes(4, "big") + b"\x02\x01\x00\x00",
+    "garbage": b"\xff" * 16,
+}
+
+
+@pytest.mark.parametrize("sent", sorted(AFTER_CHALLENGE))
+def test_protocol_violations_after_the_challenge_close_that_connection_only(server, sent):
+    with _challenged(server, "mallory") as raw:
+        raw.send(AFTER_CHALLENGE[sent])
+        assert raw.read_to_eof() == b""  # closed without an outcome: a protocol violation
+    assert scram_login(server, "alice", "s3cret").code == SASL_OK
+
+
+def test_a_client_final_that_is_not_scram_is_a_counted_failure_and_a_hang_up_costs_nothing(server):
+    with _challenged(server, "mallory") as raw:
+        raw.send(frame(performative(SASL_RESPONSE, [b"not a client-final message"]), frame_type=SASL_FRAME))
+        outcome = raw.read_frame()
+        assert outcome.descriptor == SASL_OUTCOME and int(outcome.fields[0]) == SASL_AUTH
+    assert "(SCRAM-SHA-256; failures lately: 1 from 127.0.0.4, 1 for 'mallory'" in server.log()
+    for _ in range(3):
+        _challenged(server, "mallory").close()  # leaves with its challenge unanswered
+    with RawClient(server.port, source="127.0.0.4") as raw:  # a client-first that cannot be parsed: not counted
+        init = performative(SASL_INIT, [symbol(SCRAM), b"p=tls-unique,,n=mallory,r=abc", None])
+        raw.send(SASL_HEADER + frame(init, frame_type=SASL_FRAME))
+        raw.read_exactly(len(SASL_HEADER))
+        raw.read_frame()
+        outcome = raw.read_frame()
+        assert outcome.descriptor == SASL_OUTCOME and int(outcome.fields[0]) == SASL_AUTH
+    assert "failures lately: 2 from 127.0.0.4" not in server.log()
+    assert scram_login(server, "alice", "s3cret").code == SASL_OK
+
+
 def test_no_traceback_in_the_log(server):
     assert server.alive()
     assert_clean_log(server)
