@@ -252,7 +252,8 @@ class SaslServer:
         return None
 
     def complete(self, authenticated: bool, username: str | None = None, code: int | None = None) -> None:
-        """Give the verdict on the last ``CredentialsReceived`` and queue the sasl-outcome.
+        """Give the verdict on the last ``CredentialsReceived`` (SCRAM: ``ProofChecked``; or at once, refusing
+        without a challenge) and queue the sasl-outcome.
 
         Args:
             authenticated: whether the credentials were accepted.
@@ -261,7 +262,8 @@ class SaslServer:
                 None or 0 on success.
 
         Raises:
-            SaslError: no verdict is awaited, or ``code`` does not fit ``authenticated``.
+            SaslError: no verdict is awaited, ``code`` does not fit ``authenticated``, or a SCRAM exchange is
+                accepted without a valid proof.
         """
         if self._state is not SaslState.AWAIT_VERDICT or self._credentials is None:
             raise SaslError(f"complete() called in state {self._state.name}; expected AWAIT_VERDICT")
