@@ -302,6 +302,28 @@ def _new_password(password: str | None) -> str:
     return password
 
 
+@users.command("passwd")
+@with_store
+@click.argument("name")
+@click.option(
+    "--password",
+    envvar="SUBGATE_PASSWORD",
+    default=None,
+    help="The new password (prompted for when absent; SUBGATE_PASSWORD works too).",
+)
+def users_passwd(store: str | None, name: str, password: str | None) -> None:
+    """Set user NAME's password (stored for both PLAIN and SCRAM-SHA-256: docs/security.md)."""
+    from subgate.storage.passwords import hash_password
+    from subgate.storage.principals import set_password
+
+    password = _new_password(password)
+    with _sessions(store).begin() as session:
+        changed = set_password(session, name, hash_password(password))
+    if not changed:
+        raise click.ClickException(f"no user named {name!r}")
+    click.echo(f"set the password of {name!r}")
+
+
 @users.command("list")
 @with_store
 def users_list(store: str | None) -> None:

@@ -5,9 +5,10 @@ apply them); docs/security.md, "TLS", "SASL EXTERNAL" and "Plain-text connection
 - ``is_loopback``: 127.0.0.0/8, ::1 and IPv4-mapped loopback (``::ffff:127.0.0.1``). Anything that is not an IP
   address (a Unix socket's empty name) counts as loopback: it cannot come from another host.
 - ``plain_refusal``: with ``--require-tls``, a plain-text connection from a non-loopback address is refused.
-- ``offered_mechanisms``: ``EXTERNAL`` only on TLS with a verified client certificate; ``PLAIN`` on TLS, on
-  loopback, or anywhere with ``--allow-plain-without-tls``; ``ANONYMOUS`` always (whether it lets anybody in is the
-  anonymous policy's business).
+- ``offered_mechanisms``: ``EXTERNAL`` only on TLS with a verified client certificate; ``SCRAM-SHA-256`` with
+  ``--sasl-scram``, everywhere (the password never crosses the wire), before the password mechanism ``PLAIN``;
+  ``PLAIN`` on TLS, on loopback, or anywhere with ``--allow-plain-without-tls``; ``ANONYMOUS`` always (whether it
+  lets anybody in is the anonymous policy's business).
 - ``certificate_name``: the principal a client certificate names: its subject's common name (CN), when the subject
   has exactly one, non-empty.
 - ``external_identity``: the principal a SASL EXTERNAL login asks for: the certificate's, and only that one (an
@@ -22,16 +23,19 @@ from dataclasses import dataclass
 from typing import Any
 
 EXTERNAL = "EXTERNAL"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
 PLAIN = "PLAIN"
 ANONYMOUS = "ANONYMOUS"
 
 
 @dataclass(frozen=True)
 class TransportRules:
-    """The operator's settings these rules read (``--require-tls``, ``--allow-plain-without-tls``)."""
+    """The operator's settings these rules read (``--require-tls``, ``--allow-plain-without-tls``,
+    ``--sasl-scram``)."""
 
     require_tls: bool = False
     allow_plain_without_tls: bool = False
+    scram: bool = False
 
     def refusal(self, address: str, *, tls: bool) -> str | None:
         """Why a connection accepted from ``address`` is refused at once, or None."""
@@ -44,6 +48,7 @@ class TransportRules:
             client_certificate=client_certificate,
             loopback=is_loopback(address),
             allow_plain_without_tls=self.allow_plain_without_tls,
+            scram=self.scram,
         )
 
 
@@ -68,12 +73,14 @@ def plain_refusal(address: str, *, require_tls: bool) -> str | None:
 
 
 def offered_mechanisms(
-    *, tls: bool, client_certificate: bool, loopback: bool, allow_plain_without_tls: bool
+    *, tls: bool, client_certificate: bool, loopback: bool, allow_plain_without_tls: bool, scram: bool = False
 ) -> list[str]:
     """The SASL mechanisms offered to one connection, most specific first."""
     offered = []
     if tls and client_certificate:
         offered.append(EXTERNAL)
+    if scram:
+        offered.append(SCRAM_SHA_256)
     if tls or loopback or allow_plain_without_tls:
         offered.append(PLAIN)
     offered.append(ANONYMOUS)

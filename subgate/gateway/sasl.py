@@ -9,10 +9,13 @@ doing the exchange here lets PLAIN be checked against our own password hashes, a
 ``Transport(Transport.SERVER)`` that follows is created without a SASL layer.
 
 PLAIN (RFC 4616), ANONYMOUS (RFC 4505) and EXTERNAL (RFC 4422 appendix A: the identity is the TLS client
-certificate's, which the caller supplies) are implemented. All three send everything in sasl-init, so the
-server never sends a sasl-challenge; an EXTERNAL sasl-init without an initial response asks for no
-authorization identity. A PLAIN sasl-init without an initial response is an authentication
-failure rather than the start of a challenge round: every AMQP client we know sends one.
+certificate's, which the caller supplies) send everything in sasl-init; an EXTERNAL sasl-init without an initial
+response asks for no authorization identity. A PLAIN sasl-init without an initial response is an authentication
+failure rather than the start of a challenge round: every AMQP client we know sends one. SCRAM-SHA-256 (RFC 7677,
+``engine.scram``) takes one challenge round: its sasl-init carries the client-first message; the caller looks the
+user's keys up (``CredentialsReceived``) and hands them to ``challenge``, which sends the server-first message in a
+sasl-challenge; the sasl-response carries the client-final message, whose proof is checked here (``ProofChecked``)
+before the caller's ``complete``; the sasl-outcome ok carries the server-final message as additional-data.
 
 States (``SaslState``) and what moves them, h11-style. "Output" is what becomes available from
 ``data_to_send``; "event" is what ``next_event`` returns.
@@ -26,11 +29,16 @@ AWAIT_HEADER   TLS header, other header, garbage ERROR          our SASL header;
 AWAIT_INIT     empty frame (heartbeat)           AWAIT_INIT     nothing
 AWAIT_INIT     sasl-init, mechanism offered      AWAIT_VERDICT  CredentialsReceived
 AWAIT_INIT     sasl-init, malformed credentials  FAILED         sasl-outcome auth; SaslDone(False)
+               (SCRAM: a bad client-first)
 AWAIT_INIT     sasl-init, mechanism not offered  ERROR          sasl-outcome auth; ProtocolViolation
 AWAIT_INIT     bad or oversize frame, other      ERROR          ProtocolViolation
                performative
 AWAIT_VERDICT  any bytes                         AWAIT_VERDICT  kept for SaslDone.leftover, not parsed
-AWAIT_VERDICT  ``complete(True)``                AUTHENTICATED  sasl-outcome ok; SaslDone(True)
+AWAIT_VERDICT  ``challenge(keys)`` (SCRAM)       AWAIT_RESPONSE sasl-challenge (server-first)
+AWAIT_RESPONSE sasl-response (client-final)      AWAIT_VERDICT  ProofChecked (valid or not)
+AWAIT_RESPONSE bad frame, other performative     ERROR          ProtocolViolation
+AWAIT_VERDICT  ``complete(True)``                AUTHENTICATED  sasl-outcome ok (SCRAM: with server-final);
+                                                                SaslDone(True)
 AWAIT_VERDICT  ``complete(False)``               FAILED         sasl-outcome code; SaslDone(False)
 FAILED, ERROR  any bytes                         (same)         ignored: the caller flushes and closes
 AUTHENTICATED, any bytes                         (same)         kept for the leftover until SaslDone or
@@ -39,7 +47,7 @@ NO_SASL                                                         NoSaslHeader is 
 
 Peer misbehaviour never raises: it becomes a ``ProtocolViolation`` event. ``SaslError`` means the caller used
 the API wrongly (``complete`` in the wrong state, bytes fed after the hand-off). Internally a bad frame raises
-``_Violation``; ``receive_data`` is the one place that turns it into the event.
+``Violation``; ``receive_data`` is the one place that turns it into the event.
 
 The object is not thread-safe: a password check done on a worker thread must hand its result back to the
 thread that owns the connection, which then calls ``complete``.
@@ -48,51 +56,54 @@ thread that owns the connection, which then calls ``complete``.
 from __future__ import annotations
 
 import enum
-import struct
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proton import Data, DataException, Described
-
+from subgate.engine import scram
 from subgate.engine.sasl_mechanisms import ANONYMOUS, EXTERNAL, PLAIN, BadCredentials, identity
+from subgate.gateway.sasl_frames import (
+    AMQP_HEADER,
+    FAILURE_CODES,
+    MAX_FRAME_SIZE,
+    OUTCOME_AUTH,
+    OUTCOME_OK,
+    OUTCOME_SYS,
+    OUTCOME_SYS_PERM,
+    OUTCOME_SYS_TEMP,
+    SASL_HEADER,
+    TLS_PROTOCOL_ID,
+    Violation,
+    challenge_frame,
+    decode_performative,
+    init_fields,
+    mechanisms_frame,
+    outcome_frame,
+    response_field,
+    take_frame,
+)
 
-SASL_HEADER = b"AMQP\x03\x01\x00\x00"
-AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
-_TLS_PROTOCOL_ID = 2
+SUPPORTED_MECHANISMS = (EXTERNAL, scram.MECHANISM, PLAIN, ANONYMOUS)
 
-# Part 5.3.1: SASL frames share the 8-byte frame header with AMQP frames; type 0x01 marks them.
-_FRAME_HEADER = struct.Struct(">IBBH")
-_SASL_FRAME_TYPE = 0x01
-_MIN_DOFF = 2
-# Part 5.3.1 sets no SASL frame size of its own; 64 KiB is plenty for PLAIN and bounds what a client can make
-# us buffer before it has authenticated.
-MAX_FRAME_SIZE = 64 * 1024
-
-SASL_MECHANISMS = 0x40
-SASL_INIT = 0x41
-SASL_CHALLENGE = 0x42
-SASL_RESPONSE = 0x43
-SASL_OUTCOME = 0x44
-
-_PERFORMATIVE_NAMES = {
-    SASL_MECHANISMS: "sasl-mechanisms",
-    SASL_INIT: "sasl-init",
-    SASL_CHALLENGE: "sasl-challenge",
-    SASL_RESPONSE: "sasl-response",
-    SASL_OUTCOME: "sasl-outcome",
-}
-_SYMBOLIC_DESCRIPTORS = {f"amqp:{name}:list": code for code, name in _PERFORMATIVE_NAMES.items()}
-
-# sasl-code values (part 5.3.3.6).
-OUTCOME_OK = 0
-OUTCOME_AUTH = 1
-OUTCOME_SYS = 2
-OUTCOME_SYS_PERM = 3
-OUTCOME_SYS_TEMP = 4
-_FAILURE_CODES = frozenset({OUTCOME_AUTH, OUTCOME_SYS, OUTCOME_SYS_PERM, OUTCOME_SYS_TEMP})
-
-SUPPORTED_MECHANISMS = (EXTERNAL, PLAIN, ANONYMOUS)
+__all__ = [
+    "AMQP_HEADER",
+    "MAX_FRAME_SIZE",
+    "OUTCOME_AUTH",
+    "OUTCOME_OK",
+    "OUTCOME_SYS",
+    "OUTCOME_SYS_PERM",
+    "OUTCOME_SYS_TEMP",
+    "SASL_HEADER",
+    "SUPPORTED_MECHANISMS",
+    "CredentialsReceived",
+    "NoSaslHeader",
+    "ProofChecked",
+    "ProtocolViolation",
+    "SaslDone",
+    "SaslError",
+    "SaslServer",
+    "SaslState",
+]
 
 
 class SaslError(Exception):
@@ -104,7 +115,9 @@ class CredentialsReceived:
     """The client chose a mechanism and sent credentials; the caller must answer with ``complete``.
 
     ``username`` and ``password`` are None for ANONYMOUS (its trace string is ignored); for EXTERNAL ``username``
-    is the authorization identity the client asked for (None: none), ``password`` None.
+    is the authorization identity the client asked for (None: none), ``password`` None. For SCRAM-SHA-256
+    ``username`` is the user the client-first message names and ``password`` None: the caller answers with
+    ``challenge`` (the user's keys, or made-up ones) rather than ``complete``, unless it refuses at once.
     """
 
     mechanism: str
@@ -128,6 +141,16 @@ class SaslDone:
 
 
 @dataclass(frozen=True)
+class ProofChecked:
+    """SCRAM-SHA-256: the client-final message came and its proof was checked (``valid`` False for anything
+    wrong with it: malformed, another nonce or channel binding, a wrong proof, made-up keys). The caller answers
+    with ``complete`` (``complete(True)`` only when ``valid``)."""
+
+    username: str
+    valid: bool
+
+
+@dataclass(frozen=True)
 class NoSaslHeader:
     """The client skipped SASL and sent the plain AMQP header, which ``leftover`` starts with.
 
@@ -145,7 +168,7 @@ class ProtocolViolation:
     description: str
 
 
-Event = CredentialsReceived | SaslDone | NoSaslHeader | ProtocolViolation
+Event = CredentialsReceived | ProofChecked | SaslDone | NoSaslHeader | ProtocolViolation
 
 
 class SaslState(enum.Enum):
@@ -154,6 +177,7 @@ class SaslState(enum.Enum):
     AWAIT_HEADER = "await-header"
     AWAIT_INIT = "await-init"
     AWAIT_VERDICT = "await-verdict"
+    AWAIT_RESPONSE = "await-response"
     AUTHENTICATED = "authenticated"
     FAILED = "failed"
     NO_SASL = "no-sasl"
@@ -162,15 +186,6 @@ class SaslState(enum.Enum):
 
 _IGNORING_INPUT = frozenset({SaslState.FAILED, SaslState.ERROR})
 _HANDING_OFF = frozenset({SaslState.AUTHENTICATED, SaslState.NO_SASL})
-
-
-class _Violation(Exception):
-    """A protocol violation found while parsing; ``reply`` is queued for the peer before closing."""
-
-    def __init__(self, description: str, reply: bytes = b"") -> None:
-        super().__init__(description)
-        self.description = description
-        self.reply = reply
 
 
 class SaslServer:
@@ -188,6 +203,7 @@ class SaslServer:
         self._outgoing = bytearray()
         self._events: deque[Event] = deque()
         self._credentials: CredentialsReceived | None = None
+        self._scram: _ScramRound | None = None  # the SCRAM exchange so far
         self._username: str | None = None
         self._handoff_ready = False
         self._handed_off = False
@@ -224,7 +240,7 @@ class SaslServer:
         self._buffer += data
         try:
             self._advance()
-        except _Violation as violation:
+        except Violation as violation:
             self._fail_protocol(violation)
 
     def next_event(self) -> Event | None:
@@ -236,7 +252,8 @@ class SaslServer:
         return None
 
     def complete(self, authenticated: bool, username: str | None = None, code: int | None = None) -> None:
-        """Give the verdict on the last ``CredentialsReceived`` and queue the sasl-outcome.
+        """Give the verdict on the last ``CredentialsReceived`` (SCRAM: ``ProofChecked``; or at once, refusing
+        without a challenge) and queue the sasl-outcome.
 
         Args:
             authenticated: whether the credentials were accepted.
@@ -245,19 +262,44 @@ class SaslServer:
                 None or 0 on success.
 
         Raises:
-            SaslError: no verdict is awaited, or ``code`` does not fit ``authenticated``.
+            SaslError: no verdict is awaited, ``code`` does not fit ``authenticated``, or a SCRAM exchange is
+                accepted without a valid proof.
         """
         if self._state is not SaslState.AWAIT_VERDICT or self._credentials is None:
             raise SaslError(f"complete() called in state {self._state.name}; expected AWAIT_VERDICT")
         outcome = _outcome_code(authenticated, code)
+        server_final = None
+        if authenticated and self._scram is not None:
+            server_final = None if self._scram.server_final is None else self._scram.server_final.encode("utf-8")
+            if server_final is None:
+                raise SaslError("complete(True) for a SCRAM exchange whose proof was not valid")
         self._username = self._credentials.username if username is None else username
         self._credentials = None
+        self._scram = None
         if authenticated:
-            self._outgoing += _outcome_frame(OUTCOME_OK)
+            self._outgoing += outcome_frame(OUTCOME_OK, server_final)
             self._state = SaslState.AUTHENTICATED
             self._handoff_ready = True
         else:
             self._fail_auth(self._username, outcome)
+
+    def challenge(self, keys: scram.ScramKeys) -> None:
+        """SCRAM-SHA-256: answer the client-first message with the server-first one, salted with ``keys`` (the
+        user's, or ``scram.fake_keys`` for one who cannot log in this way: the exchange then fails at the proof).
+
+        Raises:
+            SaslError: no SCRAM exchange is waiting for its keys.
+        """
+        if self._state is not SaslState.AWAIT_VERDICT or self._scram is None or self._scram.keys is not None:
+            raise SaslError(f"challenge() called in state {self._state.name}; expected a SCRAM AWAIT_VERDICT")
+        self._scram.keys = keys
+        self._scram.server_first = scram.server_first(self._scram.client, keys)
+        self._outgoing += challenge_frame(self._scram.server_first.encode("utf-8"))
+        self._state = SaslState.AWAIT_RESPONSE
+        try:  # the client may have sent its response already (it should not have)
+            self._advance()
+        except Violation as violation:
+            self._fail_protocol(violation)
 
     def data_to_send(self) -> bytes:
         """Return and forget the bytes queued for the client."""
@@ -271,7 +313,7 @@ class SaslServer:
         while progressed:
             if self._state is SaslState.AWAIT_HEADER:
                 progressed = self._read_header()
-            elif self._state is SaslState.AWAIT_INIT:
+            elif self._state in (SaslState.AWAIT_INIT, SaslState.AWAIT_RESPONSE):
                 progressed = self._read_frame()
             else:
                 progressed = False
@@ -279,7 +321,7 @@ class SaslServer:
     def _read_header(self) -> bool:
         head = bytes(self._buffer[:8])
         if not b"AMQP".startswith(head[:4]):  # not AMQP at all: no need to wait for all 8 bytes
-            raise _Violation(_header_problem(head), reply=SASL_HEADER)
+            raise Violation(_header_problem(head), reply=SASL_HEADER)
         if len(head) < len(SASL_HEADER):
             return False
         if head == AMQP_HEADER:
@@ -287,49 +329,73 @@ class SaslServer:
             self._handoff_ready = True
             return False
         if head != SASL_HEADER:
-            raise _Violation(_header_problem(head), reply=SASL_HEADER)
+            raise Violation(_header_problem(head), reply=SASL_HEADER)
         del self._buffer[:8]
-        self._outgoing += SASL_HEADER + _mechanisms_frame(self._mechanisms)
+        self._outgoing += SASL_HEADER + mechanisms_frame(self._mechanisms)
         self._state = SaslState.AWAIT_INIT
         return True
 
     def _read_frame(self) -> bool:
-        body = _take_frame(self._buffer)
+        body = take_frame(self._buffer)
         if body is None:
             return False
         if body:  # an empty body is a heartbeat (part 2.3.2), which needs no answer
-            self._on_performative(*_decode_performative(body))
+            self._on_performative(*decode_performative(body))
         return True
 
     def _on_performative(self, name: str, fields: list[object]) -> None:
+        if self._state is SaslState.AWAIT_RESPONSE:
+            if name != "sasl-response":
+                raise Violation(f"expected sasl-response, got {name}")
+            self._on_response(response_field(fields))
+            return
         if name != "sasl-init":
-            raise _Violation(f"expected sasl-init, got {name}")
-        mechanism, response, hostname = _init_fields(fields)
+            raise Violation(f"expected sasl-init, got {name}")
+        mechanism, response, hostname = init_fields(fields)
         if mechanism not in self._mechanisms:
             offered = ", ".join(self._mechanisms)
-            raise _Violation(
+            raise Violation(
                 f"client chose mechanism {mechanism[:64]!r}, which was not offered ({offered})",
-                reply=_outcome_frame(OUTCOME_AUTH),
+                reply=outcome_frame(OUTCOME_AUTH),
             )
         try:
-            credentials = CredentialsReceived(mechanism, *identity(mechanism, response), hostname)
+            if mechanism == scram.MECHANISM:
+                self._scram = _ScramRound(scram.parse_client_first(response))
+                user: tuple[str | None, str | None] = (self._scram.client.username, None)
+            else:
+                user = identity(mechanism, response)
         except BadCredentials as bad:
             self._fail_auth(bad.username, OUTCOME_AUTH)
             return
+        except scram.ScramError:
+            self._fail_auth(None, OUTCOME_AUTH)
+            return
+        credentials = CredentialsReceived(mechanism, *user, hostname)
         self._credentials = credentials
         self._state = SaslState.AWAIT_VERDICT
         self._events.append(credentials)
 
+    def _on_response(self, response: bytes) -> None:
+        round_ = self._scram
+        assert round_ is not None and round_.keys is not None and round_.server_first is not None
+        try:
+            round_.server_final = scram.verify_client_final(round_.client, round_.server_first, round_.keys, response)
+        except scram.ScramError:
+            round_.server_final = None
+        self._state = SaslState.AWAIT_VERDICT
+        self._events.append(ProofChecked(round_.client.username, round_.server_final is not None))
+
     # -- endings --------------------------------------------------------------------------------------------
 
-    def _fail_protocol(self, violation: _Violation) -> None:
+    def _fail_protocol(self, violation: Violation) -> None:
         self._outgoing += violation.reply
         self._buffer.clear()
         self._state = SaslState.ERROR
         self._events.append(ProtocolViolation(violation.description))
 
     def _fail_auth(self, username: str | None, code: int) -> None:
-        self._outgoing += _outcome_frame(code)
+        self._scram = None
+        self._outgoing += outcome_frame(code)
         self._buffer.clear()
         self._state = SaslState.FAILED
         self._events.append(SaslDone(authenticated=False, username=username, leftover=b""))
@@ -342,6 +408,18 @@ class SaslServer:
         if self._state is SaslState.NO_SASL:
             return NoSaslHeader(leftover)
         return SaslDone(authenticated=True, username=self._username, leftover=leftover)
+
+
+class _ScramRound:
+    """One SCRAM-SHA-256 exchange: the client-first message, the keys, what we sent and the answer we owe."""
+
+    __slots__ = ("client", "keys", "server_final", "server_first")
+
+    def __init__(self, client: scram.ClientFirst) -> None:
+        self.client = client
+        self.keys: scram.ScramKeys | None = None
+        self.server_first: str | None = None
+        self.server_final: str | None = None  # set when the proof was valid
 
 
 # -- helpers: configuration and verdicts ---------------------------------------------------------------------
@@ -366,7 +444,7 @@ def _outcome_code(authenticated: bool, code: int | None) -> int:
         return OUTCOME_OK
     if code is None:
         return OUTCOME_AUTH
-    if code not in _FAILURE_CODES:
+    if code not in FAILURE_CODES:
         raise SaslError(f"a failed outcome needs code 1-4, not {code!r}")
     return code
 
@@ -374,109 +452,6 @@ def _outcome_code(authenticated: bool, code: int | None) -> int:
 def _header_problem(head: bytes) -> str:
     if not head.startswith(b"AMQP"):
         return f"not an AMQP protocol header: {head!r}"
-    if head[4] == _TLS_PROTOCOL_ID:
+    if head[4] == TLS_PROTOCOL_ID:
         return "the client asked for TLS (protocol id 2), but TLS is not enabled on this listener"
     return f"unsupported protocol header {head!r}; this server speaks AMQP 1.0 over SASL ({SASL_HEADER!r})"
-
-
-# -- helpers: frames -----------------------------------------------------------------------------------------
-
-
-def _take_frame(buffer: bytearray) -> bytes | None:
-    """Remove one whole frame from ``buffer`` and return its body, or None if it is not all here yet."""
-    if len(buffer) < 4:
-        return None
-    size = int.from_bytes(buffer[:4], "big")
-    if size < _FRAME_HEADER.size:
-        raise _Violation(f"frame size {size} is smaller than a frame header")
-    if size > MAX_FRAME_SIZE:
-        raise _Violation(f"SASL frame of {size} bytes is larger than the {MAX_FRAME_SIZE} byte limit")
-    if len(buffer) < size:
-        return None
-    frame = bytes(buffer[:size])
-    del buffer[:size]
-    _size, doff, frame_type, _channel = _FRAME_HEADER.unpack_from(frame)
-    if frame_type != _SASL_FRAME_TYPE:
-        raise _Violation(f"expected a SASL frame (type 1), got frame type {frame_type}")
-    if doff < _MIN_DOFF or doff * 4 > size:
-        raise _Violation(f"bad data offset {doff} in a frame of {size} bytes")
-    return frame[doff * 4 :]
-
-
-def _frame(body: bytes) -> bytes:
-    return _FRAME_HEADER.pack(_FRAME_HEADER.size + len(body), _MIN_DOFF, _SASL_FRAME_TYPE, 0) + body
-
-
-def _mechanisms_frame(mechanisms: Sequence[str]) -> bytes:
-    data = Data()
-    data.put_described()
-    data.enter()
-    data.put_ulong(SASL_MECHANISMS)
-    data.put_list()
-    data.enter()
-    data.put_array(False, Data.SYMBOL)
-    data.enter()
-    for name in mechanisms:
-        data.put_symbol(name)
-    data.exit()
-    data.exit()
-    data.exit()
-    return _frame(bytes(data.encode()))
-
-
-def _outcome_frame(code: int) -> bytes:
-    data = Data()
-    data.put_described()
-    data.enter()
-    data.put_ulong(SASL_OUTCOME)
-    data.put_list()
-    data.enter()
-    data.put_ubyte(code)
-    data.exit()
-    data.exit()
-    return _frame(bytes(data.encode()))
-
-
-def _decode_performative(body: bytes) -> tuple[str, list[object]]:
-    """Decode a SASL frame body into (performative name, list fields).
-
-    proton's decoder accepts every wire encoding (list0/8/32, str8/32, sym8/32, vbin8/32). Bytes after the
-    performative are ignored, as proton itself does for SASL frames.
-    """
-    data = Data()
-    try:
-        data.decode(body)
-    except DataException as exc:
-        raise _Violation(f"undecodable SASL frame body: {exc}") from exc
-    data.rewind()
-    data.next()
-    try:
-        value = data.get_object()
-    except Exception as exc:  # noqa: BLE001 - the bytes are the peer's; whatever fails to decode is its error
-        # proton decodes symbols as ASCII, strings as UTF-8 and chars with chr(), and recurses per nesting level.
-        raise _Violation(f"undecodable SASL frame body: {type(exc).__name__}") from exc
-    if not isinstance(value, Described) or not isinstance(value.value, list):
-        raise _Violation("SASL frame body is not a described list")
-    # Binary values come back as memoryviews into the Data object; copy them before it goes away.
-    fields: list[object] = [bytes(item) if isinstance(item, memoryview) else item for item in value.value]
-    return _performative_name(value.descriptor), fields
-
-
-def _performative_name(descriptor: object) -> str:
-    """Name the performative whether its descriptor is a code (0x41) or a symbol (amqp:sasl-init:list)."""
-    code = _SYMBOLIC_DESCRIPTORS.get(descriptor) if isinstance(descriptor, str) else descriptor
-    if isinstance(code, int) and code in _PERFORMATIVE_NAMES:
-        return _PERFORMATIVE_NAMES[code]
-    return f"unknown performative {descriptor!r}"
-
-
-def _init_fields(fields: list[object]) -> tuple[str, bytes | None, str | None]:
-    """Check sasl-init's fields: mechanism (symbol, mandatory), initial-response (binary), hostname."""
-    mechanism, response, hostname = (fields + [None, None, None])[:3]
-    if not isinstance(mechanism, str):
-        raise _Violation("sasl-init has no mechanism")
-    if response is not None and not isinstance(response, bytes):
-        raise _Violation("sasl-init initial-response is not binary")
-    if hostname is not None and not isinstance(hostname, str):
-        raise _Violation("sasl-init hostname is not a string")
-    return str(mechanism), response, None if hostname is None else str(hostname)

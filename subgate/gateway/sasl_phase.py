@@ -6,6 +6,8 @@ by address, TLS and client certificate; EXTERNAL checks the certificate's princi
 never drop the last reference to a proton object), answering a connection that is over a limit (sasl-outcome
 sys-temp), the no-SASL path (a plain AMQP header, checked against the anonymous policy like SASL ANONYMOUS), and
 failed logins: logged, counted and their answers held back on the reactor's timers (``engine.login_throttle``).
+SCRAM-SHA-256 takes two steps: the worker's answer to its first message is the user's keys (the challenge goes out),
+and the verdict is the proof ``gateway.sasl`` checked (``ProofChecked``), counted here like a PLAIN verdict.
 It writes and closes through the ``SocketSide`` it is given (``gateway.channel_io.ChannelIO``). Reactor thread only.
 """
 
@@ -27,6 +29,7 @@ from subgate.gateway.sasl import (
     SASL_HEADER,
     CredentialsReceived,
     NoSaslHeader,
+    ProofChecked,
     ProtocolViolation,
     SaslDone,
     SaslServer,
@@ -96,6 +99,9 @@ class SaslPhase:
                     sasl.complete(False, code=OUTCOME_SYS_TEMP)
                 else:
                     self._ask_verdict(channel, event)
+            elif isinstance(event, ProofChecked):
+                self._count_verdict(channel.login or "none", event.valid, event.username)
+                sasl.complete(event.valid, event.username)
             elif isinstance(event, SaslDone):
                 if event.authenticated:
                     self._io.write(channel, sasl.data_to_send())
@@ -186,17 +192,18 @@ class SaslPhase:
         self._authenticate(request, credentials)
 
     def on_verdict(self, event: Any) -> None:
-        request, authenticated, username = event.subject
+        request, authenticated, username, scram_keys = event.subject
         channel = self._awaiting_verdict.pop(request, None)
         mechanism = self._mechanisms.pop(request, "none")
         if channel is not None:
             channel.verdict_request = None
         if channel is None or channel.closed:
             return
-        if not authenticated:
-            self.failures[mechanism] += 1
-        elif mechanism != ANONYMOUS and mechanism != "none":
-            self._throttle.succeeded(username)
+        if scram_keys is not None and channel.sasl is not None:  # SCRAM's first step: not a verdict yet
+            channel.sasl.challenge(scram_keys)
+            self._events(channel)
+            return
+        self._count_verdict(mechanism, authenticated, username)
         if channel.held is not None:
             self._no_sasl_verdict(channel, authenticated)
             return
@@ -204,6 +211,12 @@ class SaslPhase:
             return
         channel.sasl.complete(authenticated, username)
         self._events(channel)
+
+    def _count_verdict(self, mechanism: str, authenticated: bool, username: str | None) -> None:
+        if not authenticated:
+            self.failures[mechanism] += 1
+        elif mechanism != ANONYMOUS and mechanism != "none":
+            self._throttle.succeeded(username)
 
     def _no_sasl_verdict(self, channel: Channel, allowed: bool) -> None:
         held, channel.held = channel.held or b"", None

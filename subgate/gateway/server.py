@@ -324,7 +324,7 @@ def _server_io(container: Container, settings: Settings, auth: Authenticator) ->
             handshake_timeout=settings.handshake_timeout,
             frame_timeout=settings.frame_timeout,
         ),
-        rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls),
+        rules=TransportRules(settings.require_tls, settings.allow_plain_without_tls, settings.sasl_scram),
         throttle=LoginThrottle(
             ThrottleRule(
                 settings.login_free_failures, settings.login_delay, settings.login_delay_max,

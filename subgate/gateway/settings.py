@@ -113,6 +113,10 @@ class Settings:
     allow_plain_without_tls: bool = setting(
         False, "Offer SASL PLAIN on plain-text connections from other hosts (by default only over TLS or loopback)."
     )
+    sasl_scram: bool = setting(
+        False,
+        "Offer SASL SCRAM-SHA-256, first (clients such as Qpid JMS then pick it over PLAIN; docs/security.md).",
+    )
     # Failed logins (engine.login_throttle): counted per address and per user name, and slowed.
     login_free_failures: int = setting(
         3, "Failed logins of one address, or one user name, before its further attempts are held back.", minimum=0

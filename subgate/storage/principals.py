@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -40,6 +40,14 @@ def set_password(session: Session, name: str, password_hash: str) -> bool:
         return False
     principal.password_hash = password_hash
     return True
+
+
+def replace_password_hash(session: Session, name: str, old: str, new: str) -> bool:
+    """Set ``name``'s hash to ``new`` only if it is still ``old`` (a password set meanwhile is kept)."""
+    result = session.execute(
+        update(Principal).where(Principal.name == name, Principal.password_hash == old).values(password_hash=new)
+    )
+    return result.rowcount > 0  # type: ignore[attr-defined]
 
 
 def remove_principal(session: Session, name: str) -> bool:

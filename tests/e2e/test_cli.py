@@ -231,6 +231,21 @@ def test_users_add_list_remove(sqlite_url, tmp_path):
         assert verify_password(password, stored[name].password_hash)
         assert not verify_password(password + "x", stored[name].password_hash)
 
+    changed = runner.invoke(main, ["users", "passwd", "carol", *store], input="n3w-pw\n")
+    assert (changed.exit_code, changed.output) == (0, "set the password of 'carol'\n")
+    engine = make_engine(sqlite_url)
+    try:
+        with session_factory(engine)() as session:
+            carol = find_principal(session, "carol")
+    finally:
+        engine.dispose()
+    assert carol is not None and carol.password_hash.startswith("scram_sha256$")
+    assert verify_password("n3w-pw", carol.password_hash) and not verify_password("pw-carol", carol.password_hash)
+    unknown = runner.invoke(main, ["users", "passwd", "nobody", "--password", "x", *store])
+    assert unknown.exit_code == 1 and "no user named 'nobody'" in unknown.output
+    blank = runner.invoke(main, ["users", "passwd", "alice", *store], input="\n")
+    assert blank.exit_code == 2 and "the password must not be empty" in blank.output
+
     removed = runner.invoke(main, ["users", "remove", "bob", *store])
     assert (removed.exit_code, removed.output) == (0, "removed user 'bob'\n")
     gone = runner.invoke(main, ["users", "remove", "bob", *store])

@@ -26,6 +26,8 @@ FRAME_HEADER = struct.Struct(">IBBH")  # size, data offset (in 4-byte words), ty
 
 SASL_MECHANISMS = 0x40
 SASL_INIT = 0x41
+SASL_CHALLENGE = 0x42
+SASL_RESPONSE = 0x43
 SASL_OUTCOME = 0x44
 SASL_OK = 0
 SASL_AUTH = 1
@@ -78,7 +80,9 @@ def parse_frames(data: bytes) -> tuple[list[Frame], bytes]:
         decoded.rewind()
         decoded.next()
         value = decoded.get_object()
-        frames.append(Frame(frame_type, channel, int(value.descriptor), list(value.value)))
+        # Binary values come back as memoryviews into ``decoded``: copy them before it goes away.
+        fields = [bytes(field) if isinstance(field, memoryview) else field for field in value.value]
+        frames.append(Frame(frame_type, channel, int(value.descriptor), fields))
     return frames, data
 
 

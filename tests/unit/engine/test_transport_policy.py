@@ -96,3 +96,19 @@ def test_external_identity_is_the_certificates_and_only_that():
     assert external_identity("alice", "alice") == "alice"
     assert external_identity("root", "alice") is None
     assert external_identity(None, None) is None
+
+
+@pytest.mark.parametrize(
+    ("tls", "certificate", "loopback", "expected"),
+    [
+        (False, False, True, ["SCRAM-SHA-256", "PLAIN", "ANONYMOUS"]),
+        (False, False, False, ["SCRAM-SHA-256", "ANONYMOUS"]),  # the password never crosses the wire: offered
+        (True, False, False, ["SCRAM-SHA-256", "PLAIN", "ANONYMOUS"]),
+        (True, True, False, ["EXTERNAL", "SCRAM-SHA-256", "PLAIN", "ANONYMOUS"]),
+    ],
+)
+def test_scram_is_offered_first_among_passwords_only_when_enabled(tls, certificate, loopback, expected):
+    rules = TransportRules(scram=True)
+    address = "127.0.0.1" if loopback else "192.0.2.2"
+    assert rules.mechanisms(address, tls=tls, client_certificate=certificate) == expected
+    assert "SCRAM-SHA-256" not in TransportRules().mechanisms(address, tls=tls, client_certificate=certificate)

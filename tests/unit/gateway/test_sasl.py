@@ -798,7 +798,7 @@ def test_complete_outside_await_verdict():
     [
         pytest.param([], "at least one", id="empty"),
         pytest.param(["PLAIN", "PLAIN"], "duplicate", id="duplicate"),
-        pytest.param(["SCRAM-SHA-256"], "unsupported", id="scram"),
+        pytest.param(["SCRAM-SHA-1"], "unsupported", id="scram-sha-1"),
         pytest.param(["plain"], "unsupported", id="lower-case"),
     ],
 )
