@@ -191,7 +191,7 @@ class Publishing:
             kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
         decision = self.router.decide(to, kind)
         self.authority.check_node(state, Permission.UPDATE_TOPIC, decision)
-        node = self.router.node_for(decision)
+        node = self.router.node_for(decision, state.topics)
         check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
         return node
@@ -294,7 +294,7 @@ class Publishing:
         owns = self.authority.owned_by(inbound.conn)
         response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE, FANOUT_TYPE):
-            response = self.topic_admin.handle(request)
+            response = self.topic_admin.handle(request, inbound.conn.topics)
         elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
             response = address_admin.handle(request, self.router)
         elif request.type in publisher_admin.TYPES:
