@@ -10,29 +10,31 @@ more until the consumer settles; its queue's other consumers are served meanwhil
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from proton import Delivery, Endpoint, Message, Session
+from proton import Delivery, Described, Endpoint, Message, Session, ubyte, uint, ulong
 from proton.reactor import Selector
 from proton.utils import LinkDetached, SendException
 
 from subgate.cli.management import ManagementClient, ManagementError
 from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
 from tests.support.control import topic_paths
-from tests.support.rawamqp import RawClient
+from tests.support.rawamqp import AMQP_HEADER, OPEN, Frame, RawClient, frame, performative
 from tests.support.server import SubgateProcess, module_server
 from tests.support.survival import Bystander, assert_still_serving
 
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
-SESSIONS, LINKS, UNSETTLED, TOPICS, SELECTOR = 3, 4, 5, 3, 64
+SESSIONS, LINKS, UNSETTLED, TOPICS, SELECTOR, WINDOW = 3, 4, 5, 3, 64, 10
 LIMITS = (
     "--max-sessions-per-connection", str(SESSIONS),
     "--max-links-per-session", str(LINKS),
     "--max-unsettled-per-link", str(UNSETTLED),
     "--max-topics-per-connection", str(TOPICS),
     "--max-selector-length", str(SELECTOR),
+    "--credit-window", str(WINDOW),
 )  # fmt: skip
 
 
@@ -196,4 +198,44 @@ def test_selector_length_at_the_limit_attaches_and_past_it_is_refused(broker, ui
         assert f"at most {SELECTOR}: max-selector-length" in condition.description
     finally:
         conn.close()
+    assert_still_serving(broker)
+
+
+def publisher_sends(server: SubgateProcess, address: str, count: int, wait: float) -> list[Frame]:
+    """A raw publisher that sends ``count`` durable transfers at once, whatever credit it was granted; returns
+    the frames the server answered with (read until its detach, or for ``wait`` seconds)."""
+    with RawClient(server.port) as raw:
+        raw.sasl_anonymous()
+        target = Described(ulong(0x29), [address])
+        attach = performative(0x12, ["pub", uint(0), False, ubyte(0), ubyte(0), Described(ulong(0x28), []), target])
+        begin = performative(0x11, [None, uint(0), uint(1000), uint(1000)])
+        raw.send(AMQP_HEADER + frame(performative(OPEN, ["over-credit"])) + frame(begin) + frame(attach))
+        assert raw.read_exactly(len(AMQP_HEADER)) == AMQP_HEADER
+        answer = [raw.read_frame() for _ in range(4)]  # open, begin, attach, flow
+        assert answer[-1].descriptor == 0x13 and int(answer[-1].fields[6]) == WINDOW, answer[-1]
+        body = Message(body="x", durable=True).encode()
+        transfers = [
+            performative(0x14, [uint(0), uint(i), str(i).encode(), uint(0), False]) + body for i in range(count)
+        ]
+        raw.send(b"".join(frame(transfer) for transfer in transfers))
+        frames: list[Frame] = []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not any(f.descriptor == 0x16 for f in frames):
+            raw.timeout = max(0.1, deadline - time.monotonic())
+            try:
+                frames.append(raw.read_frame())
+            except (TimeoutError, EOFError):
+                break
+        return frames
+
+
+def test_a_publisher_sending_past_the_credit_it_was_granted_is_detached(broker, uid):
+    within = publisher_sends(broker, f"credit-{uid}", WINDOW, wait=1.5)
+    assert not any(f.descriptor == 0x16 for f in within), within
+    past = publisher_sends(broker, f"credit-{uid}", 3 * WINDOW, wait=10)
+    detach = [f for f in past if f.descriptor == 0x16]
+    assert detach, past
+    condition, description = detach[0].error() or ("", "")
+    assert condition == "amqp:link:transfer-limit-exceeded"
+    assert "credit-window" in description
     assert_still_serving(broker)
