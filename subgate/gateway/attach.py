@@ -189,7 +189,7 @@ class Attacher:
         if permission is Permission.READ_TOPIC and decision.kind == TOPIC and not address.startswith(TEMPORARY_PREFIX):
             self.authority.check(state, Permission.SELECT_TOPIC, address)
         self.authority.check_node(state, permission, decision)
-        node = self.router.node_for(decision)
+        node = self.router.node_for(decision, state.topics)
         if permission is Permission.UPDATE_TOPIC:
             check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
@@ -226,7 +226,7 @@ class Attacher:
             self.feeds.open(link, state, replicated, self.authority.readable(state))
             return
         filters = read_filters(source.filters)
-        check_selector(filters.selector)
+        check_selector(filters.selector, self.settings.max_selector_length)
         fqqn = None if source.dynamic else split_fqqn(address)
         if fqqn is not None:
             self._open_subscription_browser(link, state, source, fqqn, filters)

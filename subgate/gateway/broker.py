@@ -85,6 +85,7 @@ class Broker:
             self.connections,
             self.authority,
             journal.submit_barrier,
+            settings.endpoint_limits(),
         )
         self.fanout = _mirror(settings, router, self)
         topic_admin = TopicAdmin(
@@ -206,7 +207,8 @@ class Broker:
         if link is None:
             return
         state = connection_state(link.connection)
-        if state is not None and self.lifecycle.link_name_fits(link, state):
+        lifecycle = self.lifecycle
+        if state is not None and lifecycle.link_name_fits(link, state) and lifecycle.link_admitted(link, state):
             self.attacher.attach(link, state)
 
     @guarded
@@ -249,6 +251,8 @@ class Broker:
             pn_delivery_settle(impl)
             if message is not None:
                 link_state.queue.settle(message, _ACCEPTED, link_state)  # type: ignore[attr-defined]
+            if link_state.held:  # type: ignore[attr-defined]  # at max-unsettled-per-link: room again
+                link_state.resume()  # type: ignore[attr-defined]
             return
         link_state.on_delivery(Delivery.wrap(impl))
 

@@ -50,11 +50,11 @@ class _Dispatching(Outbound):
 
     def on_flow(self) -> None:
         link = self.link
-        self.credit = link.credit
+        self.credit = self.room()  # the credit, up to the unsettled limit (gateway.links.Outbound)
         self.queue.dispatch()
         if link.drain_mode and link.credit > 0:
             link.drained()
-        self.credit = link.credit
+        self.credit = self.room()
 
 
 class QueueConsumer(_Dispatching):

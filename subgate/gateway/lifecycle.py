@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Condition, Connection, Endpoint, Link, Session, symbol
 
+from subgate.engine.endpoint_limits import EndpointLimits, link_refusal, session_refusal
 from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.authority import Authority
 from subgate.gateway.channels import connection_channel, end_after_output, remote
@@ -23,6 +24,7 @@ from subgate.gateway.links import ConnectionState, LinkState
 from subgate.gateway.peer_fields import peer_text, read_open
 from subgate.gateway.router import Router
 from subgate.gateway.subscriptions import Subscriptions
+from subgate.gateway.termini import refuse_attach
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.errors import (
     CONNECTION_ESTABLISHMENT_FAILED,
@@ -113,8 +115,10 @@ class Lifecycle:
         connections: Connections,
         authority: Authority,
         barrier: Callable[[Callable[[BaseException | None], None]], None],
+        limits: EndpointLimits | None = None,
     ) -> None:
         self.name = settings_name
+        self.limits = limits or EndpointLimits()
         self.router = router
         self.subscriptions = subscriptions
         self._control = control
@@ -140,8 +144,14 @@ class Lifecycle:
             refuse_connection(connection, refusal.condition, refusal.description)
             return
         container_id = request.container_id
+        router = self.router
         state = ConnectionState(
-            connection, container_id, channel.user if channel else None, channel.peer if channel else None
+            connection,
+            container_id,
+            channel.user if channel else None,
+            channel.peer if channel else None,
+            lambda topic: router.node(topic.name) is topic,
+            self.limits,
         )
         connection._sg = state
         refuse = self._refusal(state, channel.refusal if channel is not None else None, request.desired_capabilities)
@@ -234,11 +244,27 @@ class Lifecycle:
 
     # -- sessions --------------------------------------------------------------------------------------------
     def session_opened(self, session: Session) -> None:
+        """The peer's begin: answered, and ended at once with the reason past ``max-sessions-per-connection``
+        (AMQP part 2.5.1: the begin is answered first); the connection's other sessions go on."""
+        state = connection_state(session.connection)
         session.incoming_capacity = SESSION_CAPACITY
         session.open()
+        if state is None:
+            return
+        refusal = session_refusal(state.sessions, self.limits)
+        if refusal is not None:
+            log.info("ending a session of %s: %s", state.container_id, refusal)
+            session.condition = Condition(RESOURCE_LIMIT, refusal)
+            session.close()
+            return
+        state.sessions += 1
+        session._sg_counted = True  # type: ignore[attr-defined]  # our attribute on proton's wrapper
 
     def session_ended(self, session: Session) -> None:
         state = connection_state(session.connection)
+        if state is not None and getattr(session, "_sg_counted", False):
+            session._sg_counted = False  # type: ignore[attr-defined]
+            state.sessions -= 1
         if state is not None:
             ending = [ls for ls in state.links if ls.link.session == session]
             self.end_links(ending)
@@ -247,6 +273,20 @@ class Lifecycle:
             session.close()
 
     # -- links -----------------------------------------------------------------------------------------------
+    def link_admitted(self, link: Link, state: ConnectionState) -> bool:
+        """Count the peer's attach against its session's ``max-links-per-session``; past it the attach is
+        answered and detached with the reason (False). The count drops at the peer's detach (``link_ended``)."""
+        session = link.session
+        attached: int = getattr(session, "_sg_links", 0)
+        refusal = link_refusal(attached, self.limits)
+        if refusal is not None:
+            log.info("refused attach from %s: %s", state.container_id, refusal)
+            refuse_attach(link, RESOURCE_LIMIT, refusal)
+            return False
+        session._sg_links = attached + 1  # our attributes on proton's wrappers
+        link._sg_counted = True  # type: ignore[attr-defined]
+        return True
+
     def end_links(self, ending: list[LinkState]) -> None:
         """End several links at once (session end, connection loss), as abrupt: their consumers leave their
         queues first, so a message returned by one of them (or by a rolled-back transaction) is not handed to
@@ -266,6 +306,10 @@ class Lifecycle:
 
     def link_ended(self, link: Link, *, closed: bool) -> None:
         """The peer detached (closed=False) or closed a link: end our side the same way."""
+        if getattr(link, "_sg_counted", False):
+            link._sg_counted = False  # type: ignore[attr-defined]
+            session = link.session
+            session._sg_links = getattr(session, "_sg_links", 1) - 1
         link_state: LinkState | None = getattr(link, "_sg", None)
         if link_state is not None:
             self.end_link(link_state, abrupt=False, closed=closed)

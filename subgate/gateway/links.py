@@ -31,6 +31,7 @@ from proton import Condition, Connection, Delivery, Link
 from subgate.engine import codec
 from subgate.engine.codec import AnnotationMemo
 from subgate.engine.duplicates import PUBLISHER_SEQ
+from subgate.engine.endpoint_limits import CreatedTopics, EndpointLimits, sendable
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
@@ -55,10 +56,22 @@ _OUTCOME_NAMES: dict[Any, str] = {
 class ConnectionState:
     """What the broker tracks per AMQP connection."""
 
-    __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms")
+    __slots__ = (
+        "connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms", "sessions",
+        "topics", "limits",
+    )  # fmt: skip
 
-    def __init__(self, connection: Connection, container_id: str, user: str | None, peer: object) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        container_id: str,
+        user: str | None,
+        peer: object,
+        topic_exists: Callable[[Topic], bool],
+        limits: EndpointLimits,
+    ) -> None:
         self.connection = connection
+        self.limits = limits  # what it may hold (engine.endpoint_limits)
         self.container_id = container_id
         self.user = user
         self.links: set[LinkState] = set()  # the link states of gateway.links, .consumers and .topic_control
@@ -67,6 +80,9 @@ class ConnectionState:
         self.counted = False
         self.id = 0  # numbered by ``lifecycle.Connections.add`` (the operator's handle: ``subgate connections``)
         self.opened_ms = int(time.time() * 1000)
+        self.sessions = 0  # open sessions counted against max-sessions-per-connection (gateway.lifecycle)
+        # Topics this connection created that may still exist (max-topics-per-connection, engine.endpoint_limits).
+        self.topics: CreatedTopics[Topic] = CreatedTopics(topic_exists)
 
     def adopt(self, link_state: LinkState) -> None:
         """``link_state`` is now the state of its proton link (found by ``gateway.loop`` from the link) and one
@@ -192,7 +208,7 @@ class Outbound(LinkState):
     to one queue (a topic subscription's, a selector's, a queue node, a fetch's or a browsed one). Owns the hot
     path: delivering with a fresh tag and finding the message a disposition settles."""
 
-    __slots__ = ("queue", "transacting", "credit", "unsettled", "presettled", "_tag", "filter")
+    __slots__ = ("queue", "transacting", "credit", "unsettled", "presettled", "_tag", "filter", "max_unsettled", "held")
     consumer = True
 
     def __init__(self, link: Link, conn: ConnectionState, queue: Queue, transacting: Transacting) -> None:
@@ -205,6 +221,24 @@ class Outbound(LinkState):
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
         self.filter: Callable[[Message], bool] | None = None
+        # At ``max_unsettled`` deliveries not settled the link is ``held``: ``credit`` (what the queue sees) is 0
+        # though the client's credit is not, until a settlement frees room (``resume``; engine.endpoint_limits).
+        self.max_unsettled = conn.limits.max_unsettled_per_link
+        self.held = False
+
+    def room(self) -> int:
+        """What the link may be sent now: the client's credit, up to what the unsettled limit leaves."""
+        credit = self.link.credit
+        room = sendable(credit, len(self.unsettled), self.max_unsettled)
+        self.held = room < credit
+        return room
+
+    def resume(self) -> None:
+        """A settlement on a held link freed room under the unsettled limit: its queue sends again."""
+        self.held = False
+        self.credit = self.room()
+        if self.credit > 0 and not self.closed:
+            self.queue.dispatch()
 
     def uses(self, nodes: Mapping[int, Node]) -> Node | None:
         return nodes.get(id(self.queue))
@@ -219,6 +253,11 @@ class Outbound(LinkState):
         remote = delivery.remote_state
         if not remote and not delivery.settled:
             return
+        self._settle(delivery, remote)
+        if self.held:
+            self.resume()
+
+    def _settle(self, delivery: Delivery, remote: Any) -> None:
         message = self.unsettled.pop(delivery._impl, None)
         if message is None:
             delivery.settle()
@@ -265,7 +304,11 @@ class Outbound(LinkState):
             pn_delivery_settle(delivery)
             self.queue.discard_delivered(message)
         else:
-            self.unsettled[delivery] = message
+            unsettled = self.unsettled
+            unsettled[delivery] = message
+            if len(unsettled) >= self.max_unsettled:
+                self.credit = 0  # held (max-unsettled-per-link): the client's credit waits for settlements
+                self.held = True
 
     def deliver_copy(self, message: Message) -> None:
         """Browsing: a pre-settled copy; the message stays on the queue."""

@@ -52,6 +52,7 @@ from subgate.mapping.errors import (
     MESSAGE_SIZE_EXCEEDED,
     NOT_FOUND,
     RESOURCE_LIMIT,
+    TRANSFER_LIMIT_EXCEEDED,
     Refused,
 )
 from subgate.mapping.names import split_prefix
@@ -131,6 +132,9 @@ class Publishing:
         raw = link.recv(delivery.pending)
         link.advance()
         inbound.credit -= 1
+        if inbound.credit < 0 and link.credit < 0:  # ours may drift (Inbound.resync); proton's is exact
+            self._over_credit(inbound, delivery)
+            return None
         if delivery.aborted or raw is None:
             delivery.settle()
             inbound.top_up()
@@ -191,10 +195,19 @@ class Publishing:
             kind = kind_from_jms_dest(env.annotations.get("x-opt-jms-dest"))
         decision = self.router.decide(to, kind)
         self.authority.check_node(state, Permission.UPDATE_TOPIC, decision)
-        node = self.router.node_for(decision)
+        node = self.router.node_for(decision, state.topics)
         check_local_change(node, "published to")
         self.housekeeping.watch_node(node)
         return node
+
+    def _over_credit(self, inbound: Inbound, delivery: Delivery) -> None:
+        """A transfer the link had no credit for (proton does not refuse it): the publisher's unsettled transfers
+        are bounded by the credit the server grants (``--credit-window``), so the link is closed with the reason."""
+        description = f"transfer without link credit (the server grants {inbound.window}: credit-window)"
+        reject(delivery, TRANSFER_LIMIT_EXCEEDED, description)
+        if not inbound.closed:  # the transfers already on their way meet a closed link: rejected, not logged
+            log.info("closing link %r: %s", inbound.link.name, description)
+            self.closer.close_link(inbound, Condition(TRANSFER_LIMIT_EXCEEDED, description))
 
     def _oversize(self, inbound: Inbound, delivery: Delivery) -> None:
         description = f"message larger than the maximum of {self.settings.max_message_size} bytes"
@@ -294,7 +307,7 @@ class Publishing:
         owns = self.authority.owned_by(inbound.conn)
         response: management.Response | None
         if request.type in (TOPIC_TYPE, PERMISSIONS_TYPE, FANOUT_TYPE):
-            response = self.topic_admin.handle(request)
+            response = self.topic_admin.handle(request, inbound.conn.topics)
         elif request.type == address_admin.ADDRESS_SETTINGS_TYPE:
             response = address_admin.handle(request, self.router)
         elif request.type in publisher_admin.TYPES:

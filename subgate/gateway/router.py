@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from subgate.engine import codec
 from subgate.engine.address_rules import AddressRules
+from subgate.engine.endpoint_limits import CreatedTopics, EndpointLimits
 from subgate.engine.memory import MemoryLimit
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
@@ -31,6 +32,7 @@ from subgate.mapping.branch_modes import (
     parse_publisher_modes,
     publisher_mode,
 )
+from subgate.mapping.errors import RESOURCE_LIMIT, Refused
 from subgate.mapping.names import check_new_name
 from subgate.mapping.wildcards import refuse_as_node
 from subgate.topics import path_problem
@@ -38,6 +40,14 @@ from subgate.topics import path_problem
 log = logging.getLogger("subgate.router")
 
 Node = Queue | Topic
+
+
+def check_topic_quota(created: CreatedTopics[Topic], limits: EndpointLimits) -> None:
+    """Raises: Refused(amqp:resource-limit-exceeded) when a connection that created ``created`` may not create one
+    more topic (``--max-topics-per-connection``, engine.endpoint_limits)."""
+    refusal = created.refusal(limits)
+    if refusal is not None:
+        raise Refused(RESOURCE_LIMIT, refusal)
 
 
 class JournalCursor:
@@ -112,6 +122,7 @@ class Router:
             settings.max_groups,
         )
         self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter)  # dead letters, expiry
+        self.endpoint_limits = settings.endpoint_limits()
 
     # -- the journal, for the reactor's handlers ------------------------------------------------------------
     def journal_message(self, record: NewMessage, token: object) -> None:
@@ -189,10 +200,16 @@ class Router:
             check_new_name(address, decision.kind, path_problem(address) if decision.kind == TOPIC else None)
         return decision
 
-    def node_for(self, decision: NodeDecision) -> Node:
+    def node_for(self, decision: NodeDecision, created: CreatedTopics[Topic] | None = None) -> Node:
+        """The node ``decision`` names, created when it does not exist yet. ``created``: the topics the
+        connection asking has created, which a new topic joins (and which bound it: ``check_topic_quota``)."""
         node = self.nodes.get(decision.address)
         if node is None:
+            if created is not None and decision.kind == TOPIC:
+                check_topic_quota(created, self.endpoint_limits)
             node = self.create(decision.address, decision.kind, durable=True, auto_created=True)
+            if created is not None and isinstance(node, Topic):
+                created.add(node)
         return node
 
     def create(self, name: str, kind: str, *, durable: bool, auto_created: bool = False) -> Node:

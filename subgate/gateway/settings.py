@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from subgate.engine.endpoint_limits import EndpointLimits
 from subgate.engine.fanout import FanoutConfig
 
 QUEUE, TOPIC = "queue", "topic"
@@ -95,6 +96,33 @@ class Settings:
         minimum=0.1,
     )
     frame_timeout: float = setting(30.0, "Seconds a frame may take to arrive whole once it has begun.", minimum=0.1)
+    # What one connection may hold (engine.endpoint_limits): past each, amqp:resource-limit-exceeded.
+    max_sessions_per_connection: int = setting(
+        256, "Sessions open at once on one connection; a further begin is answered and ended with an error.", minimum=1
+    )
+    max_links_per_session: int = setting(
+        1000,
+        "Links attached at once on one session; a further attach is answered and detached with an error.",
+        minimum=1,
+    )
+    max_unsettled_per_link: int = setting(
+        5000,
+        "Deliveries sent on one consumer link and not yet settled; at the limit the link gets no more messages "
+        "until the consumer settles some (its credit is kept).",
+        minimum=1,
+    )
+    max_topics_per_connection: int = setting(
+        10000,
+        "Topics that one connection created (publishing or subscribing to a new one, management CREATE) and that "
+        "still exist; a further creation is refused with an error.",
+        minimum=1,
+    )
+    max_selector_length: int = setting(
+        8192,
+        "Characters of a JMS selector in an attach (keep the attach's echo within the clients' max frame size).",
+        minimum=1,
+        maximum=65536,
+    )
     # Transport security (docs/security.md "TLS"): a second listener that speaks TLS, and what plain text may do.
     tls_listen: str = setting(
         "", "HOST:PORT of a second listener that speaks TLS (amqps) ('': none; port 0 picks a free port)."
@@ -189,3 +217,13 @@ class Settings:
     expiry_sweep_interval: float = 1.0
     # Fan-out links to primaries (``--fanout``, TOML ``[[fanout]]``; docs/fanout.md): parsed by the CLI.
     fanout: tuple[FanoutConfig, ...] = ()
+
+    def endpoint_limits(self) -> EndpointLimits:
+        """What one connection may hold (``engine.endpoint_limits``)."""
+        return EndpointLimits(
+            self.max_sessions_per_connection,
+            self.max_links_per_session,
+            self.max_unsettled_per_link,
+            self.max_topics_per_connection,
+            self.max_selector_length,
+        )

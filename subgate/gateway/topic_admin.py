@@ -8,7 +8,8 @@ Type ``topic``
     ``removals`` (a list of ``{branch, registrations}``: remove-with-session registrations) and ``handlers``
     (a list of ``{path, handlers}``: missing-topic handlers). 200.
     ``CREATE`` (``name`` = a topic path): 201 created; 200 when the topic already exists; 409 when the path is
-    a queue; 400 for an invalid path.
+    a queue; 400 for an invalid path; 403 (``amqp:resource-limit-exceeded: ...``) when the connection has
+    created ``--max-topics-per-connection`` topics that still exist (engine.endpoint_limits).
     ``DELETE`` (``selector``; ``name`` is taken as a selector too): removes every topic it selects
     (``a/b`` that topic, ``a/b//`` the branch); the body lists the removed paths. 200, or 404 when it selects
     nothing.
@@ -23,12 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from subgate.engine.endpoint_limits import CreatedTopics
 from subgate.engine.nodes import Topic
 from subgate.gateway.management import Request, Response
-from subgate.gateway.router import Router
+from subgate.gateway.router import Router, check_topic_quota
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
-from subgate.mapping.errors import NOT_ALLOWED
+from subgate.mapping.errors import NOT_ALLOWED, Refused
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -53,7 +55,8 @@ class TopicAdmin:
         self.remove_topics = remove_topics
         self.reload_permissions = reload_permissions
 
-    def handle(self, request: Request) -> Response:
+    def handle(self, request: Request, created: CreatedTopics[Topic] | None = None) -> Response:
+        """Answer a request; ``created``: the topics the asking connection created (a CREATE adds to them)."""
         if request.type == FANOUT_TYPE:
             if request.operation not in ("QUERY", "READ"):
                 return Response(501, f"unknown operation {request.operation!r} for type 'fanout'")
@@ -68,7 +71,7 @@ class TopicAdmin:
         if operation == "QUERY":
             return self._query(props.get("selector"))
         if operation == "CREATE":
-            return self._create(props.get("name"))
+            return self._create(props.get("name"), created)
         if operation == "DELETE":
             return self._delete(props.get("selector", props.get("name")))
         return Response(501, f"unknown operation {operation!r} for type 'topic'")
@@ -97,7 +100,7 @@ class TopicAdmin:
         }
         return Response(200, "OK", body)
 
-    def _create(self, name: object) -> Response:
+    def _create(self, name: object, created: CreatedTopics[Topic] | None) -> Response:
         if not isinstance(name, str) or not is_valid_path(name):
             return Response(400, f"'name' must be a valid topic path, not {name!r}")
         if is_temporary(name):
@@ -109,7 +112,14 @@ class TopicAdmin:
             if isinstance(existing, Topic):
                 return Response(200, f"topic {name!r} exists")
             return Response(409, f"{name!r} is a {existing.kind}, not a topic")
-        self.router.create(name, TOPIC, durable=True)
+        if created is not None:
+            try:
+                check_topic_quota(created, self.router.endpoint_limits)
+            except Refused as refusal:
+                return Response(403, f"{refusal.condition}: {refusal.description}")
+        topic = self.router.create(name, TOPIC, durable=True)
+        if created is not None and isinstance(topic, Topic):
+            created.add(topic)
         return Response(201, f"topic {name!r} created")
 
     def _delete(self, selector: object) -> Response:

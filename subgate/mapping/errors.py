@@ -47,5 +47,6 @@ CONNECTION_FORCED = "amqp:connection:forced"
 CONNECTION_ESTABLISHMENT_FAILED = "amqp:connection-establishment-failed"
 # link-error (§2.8.17)
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 # transaction-error (§4.5.8)
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"

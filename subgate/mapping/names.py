@@ -3,8 +3,8 @@
 Rules:
 
 - **Sizes, checked before anything else at attach** (``check_link_name``, ``check_terminus``,
-  ``check_selector``): a link name and a source or target
-  address of at most ``MAX_NAME_LENGTH`` characters, a JMS selector of at most ``MAX_SELECTOR_LENGTH``, at most
+  ``check_selector``): a link name and a source or target address of at most ``MAX_NAME_LENGTH`` characters, a
+  JMS selector of at most ``--max-selector-length`` (default ``MAX_SELECTOR_LENGTH``), at most
   ``MAX_CAPABILITIES`` capabilities per terminus. Above them the attach is refused with ``amqp:invalid-field``
   and a short description, so neither the refusal nor an accepted attach's echo can outgrow what a client takes
   in one frame (performatives are never split across frames).
@@ -61,10 +61,11 @@ def check_terminus(address: str | None, capability_count: int) -> None:
         raise Refused(INVALID_FIELD, f"{capability_count} capabilities on one terminus (at most {MAX_CAPABILITIES})")
 
 
-def check_selector(selector: str | None) -> None:
-    """Raises: Refused(amqp:invalid-field) for a JMS selector longer than ``MAX_SELECTOR_LENGTH``."""
-    if selector is not None and len(selector) > MAX_SELECTOR_LENGTH:
-        raise Refused(INVALID_FIELD, f"selector of {len(selector)} characters (at most {MAX_SELECTOR_LENGTH})")
+def check_selector(selector: str | None, limit: int = MAX_SELECTOR_LENGTH) -> None:
+    """Raises: Refused(amqp:invalid-field) for a JMS selector longer than ``limit`` (``--max-selector-length``,
+    by default ``MAX_SELECTOR_LENGTH``)."""
+    if selector is not None and len(selector) > limit:
+        raise Refused(INVALID_FIELD, f"selector of {len(selector)} characters (at most {limit}: max-selector-length)")
 
 
 def control_character(name: str) -> str | None:
