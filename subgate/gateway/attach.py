@@ -425,6 +425,8 @@ class Attacher:
         sub = self.subscriptions.get(key)
         decide_lookup(key, sub.existing() if sub is not None else None)
         assert sub is not None
+        on_selector = sub.selector_sub.selector.prefix if sub.selector_sub is not None else None
+        self.authority.check_unsubscribe(state, sub.topic.name, on_selector)  # closing the lookup deletes it
         state.adopt(Lookup(link, state, key, self.subscriptions))
         details = sub.details
         capabilities = lookup_source_capabilities(key, sub.kind)

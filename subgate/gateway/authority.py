@@ -1,9 +1,10 @@
 """Authorisation of the running broker: the policy in force and the checks every entry point asks of it.
 
 Owns the current ``mapping.permissions.Policy`` (replaced whole when the store's is read again), which
-connection owns each temporary node, and the three questions the attach and publish handlers ask: may this
+connection owns each temporary node, and the questions the attach and publish handlers ask: may this
 connection do this, may it do it on this node (plus MODIFY_TOPIC when the attach would create the node; only its
-owner may receive from a temporary node), and which topics may it read.
+owner may receive from a temporary node), may it unsubscribe from this subscription, and which topics may it
+read.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ class Authority:
         if decision.create:
             self.check(state, Permission.MODIFY_TOPIC, decision.address, decision.kind)
         self.check(state, permission, decision.address, decision.kind)
+
+    def check_unsubscribe(self, state: ConnectionState, topic: str, selector_prefix: str | None) -> None:
+        """An unsubscribe lookup deletes the subscription when it is closed: only a principal that may subscribe
+        there may look one up: SELECT_TOPIC and READ_TOPIC on its topic, or SELECT_TOPIC on the prefix of the
+        selector it is on. A subscription on a temporary topic is its connection's, outside the tree."""
+        if selector_prefix is not None:
+            self.check(state, Permission.SELECT_TOPIC, selector_prefix)
+        elif not topic.startswith(TEMPORARY_PREFIX):
+            self.check(state, Permission.SELECT_TOPIC, topic)
+            self.check(state, Permission.READ_TOPIC, topic)
 
     def readable(self, state: ConnectionState) -> Callable[[str], bool]:
         """Which topics a selector subscription or fetch of this connection may read (READ_TOPIC)."""
