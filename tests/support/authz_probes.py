@@ -1,0 +1,302 @@
+"""The authorization matrix's operations on the wire: each one done as a principal on a path, read as an outcome.
+
+Owns the store set-up of the matrix's principals and grants (``tests.support.authz_matrix``), the nodes and
+subscriptions the operations act on (made by the administrator first), and one probe per operation. A probe
+returns ``Seen(outcome, detail)``: ``yes``, ``no`` (``amqp:unauthorized-access``; ``detail`` is the description),
+``empty`` (allowed, nothing readable arrived), or ``error`` for anything else (another condition, a timeout).
+Each principal uses one connection (its ClientID ``cid-<name>``) for all its links, ``$management``'s too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from subgate.cli.management import MANAGEMENT_ADDRESS
+from subgate.mapping.permissions import PRINCIPAL, ROLE
+from subgate.storage.db import make_engine, session_factory, upgrade
+from subgate.storage.passwords import hash_password
+from subgate.storage.permissions import add_role, assign_role, grant
+from subgate.storage.principals import add_principal
+from tests.support.authz_matrix import EMPTY, GLOBAL, GRANTED, NO, PATHS, PRINCIPALS, YES, Principal
+from tests.support.control import ControlClient
+from tests.support.jms import DURABLE, QUEUE, TOPIC, Consumer, JmsError, JmsMessage, JmsSession, RemoteError
+
+UNAUTHORIZED = "amqp:unauthorized-access"
+PASSWORD = "pw-authz"
+OWNER = "owner"  # the ClientID of the subscriptions the browse-subscription cells look into
+ERROR = "error"
+_serial = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Seen:
+    outcome: str
+    detail: str = ""
+
+
+def make_store(url: str) -> None:
+    """The matrix's principals (``anonymous`` is not a row) and their grants, on a fresh store at ``url``."""
+    upgrade(url)
+    engine = make_engine(url)
+    hashed = hash_password(PASSWORD)  # one salted hash for all: the same password, and each hash costs 40 ms+
+    with session_factory(engine).begin() as session:
+        for principal in PRINCIPALS:
+            if principal.name != "anonymous":
+                add_principal(session, principal.name, hashed)
+            if principal.admin:
+                assign_role(session, "admin", principal.name)
+            subject = (PRINCIPAL, principal.name)
+            if principal.role is not None:
+                add_role(session, principal.role)
+                assign_role(session, principal.role, principal.name)
+                subject = (ROLE, principal.role)
+            for permission in sorted(principal.grants):
+                path = None if permission in GLOBAL else GRANTED
+                grant(session, *subject, permission, path)
+    engine.dispose()
+
+
+def credentials(principal: Principal) -> dict[str, Any]:
+    if principal.name == "anonymous":
+        return {}
+    return {"user": principal.name, "password": PASSWORD}
+
+
+def prepare_nodes(address: str, admin: Principal) -> None:
+    """As the administrator: topics ``P/t`` with a current value and queues ``P/q`` with a message on both
+    branches; a durable subscription ``keep-P`` of ClientID ``owner`` on each ``P/t`` with a message in its queue;
+    and, for each principal, durable subscriptions ``u-P`` of its ClientID for it to unsubscribe."""
+    with ControlClient(address, OWNER, **credentials(admin)) as owner:
+        session = owner.wire.session()
+        for path in PATHS:
+            session.consumer(f"{path}/t", DURABLE, name=f"keep-{path}", prefetch=0).detach()
+            session.producer(f"{path}/t", TOPIC).send(f"{path}/t-v0")
+            session.producer(f"{path}/q", QUEUE).send(f"{path}/q-m0")
+    for principal in PRINCIPALS:
+        with ControlClient(address, f"cid-{principal.name}", **credentials(admin)) as owner:
+            session = owner.wire.session()
+            for path in PATHS:
+                session.consumer(f"{path}/t", DURABLE, name=f"u-{path}", prefetch=0).detach()
+
+
+def _refused(error: RemoteError | None) -> Seen:
+    if error is not None and error.condition == UNAUTHORIZED:
+        return Seen(NO, error.description or "")
+    return Seen(ERROR, f"refused with {error}")
+
+
+def _sent(outcome: Any) -> Seen:
+    if outcome.accepted:
+        return Seen(YES)
+    if outcome.state == "rejected":
+        return _refused(RemoteError(outcome.condition, outcome.description))
+    return Seen(ERROR, f"settled {outcome}")
+
+
+@dataclass
+class Actor:
+    """One principal's connections and the links the probes reuse."""
+
+    principal: Principal
+    address: str
+    control: ControlClient
+    session: JmsSession
+    relay: Any = None
+    transacted: JmsSession | None = None
+    management: tuple[Any, Consumer, str] | Seen | None = None  # (request sender, replies, reply-to) or refusal
+    selectors: list[tuple[str, Consumer]] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, principal: Principal, address: str) -> Actor:
+        control = ControlClient(address, f"cid-{principal.name}", **credentials(principal))
+        return cls(principal, address, control, control.wire.session())
+
+    def close(self) -> None:
+        self.control.close()
+
+    @property
+    def name(self) -> str:
+        return self.principal.name
+
+    def fresh(self, path: str, stem: str) -> str:
+        return f"{path}/{stem}-{self.name}-{next(_serial)}"
+
+
+# -- publishing ------------------------------------------------------------------------------------------------------
+def _send(actor: Actor, address: str, kind: str) -> Seen:
+    producer = actor.session.producer(address, kind, check=False)
+    if producer.refusal is not None:
+        return _refused(producer.refusal)
+    seen = _sent(producer.send("m", sync=False).wait())
+    producer.close()
+    return seen
+
+
+def _relay(actor: Actor, address: str, kind: str) -> Seen:
+    if actor.relay is None:
+        actor.relay = actor.session.producer(None)
+    return _sent(actor.relay.send("m", to=address, to_kind=kind, sync=False).wait())
+
+
+def _transacted(actor: Actor) -> JmsSession:
+    if actor.transacted is None:
+        actor.transacted = actor.control.wire.session(transacted=True)
+    return actor.transacted
+
+
+def transactional_send(actor: Actor, path: str) -> Seen:
+    tx = _transacted(actor)
+    producer = tx.producer(f"{path}/t", TOPIC, check=False)
+    if producer.refusal is not None:
+        return _refused(producer.refusal)
+    seen = _sent(producer.send("m", sync=False).wait())
+    committed = tx.commit()
+    producer.close()
+    return seen if committed.accepted else Seen(ERROR, f"commit: {committed}")
+
+
+def transactional_relay(actor: Actor, path: str) -> Seen:
+    tx = _transacted(actor)
+    relay = tx.producer(None)
+    seen = _sent(relay.send("m", to=f"{path}/t", to_kind=TOPIC, sync=False).wait())
+    committed = tx.commit()
+    relay.close()
+    if seen.outcome == YES and not committed.accepted:
+        return Seen(ERROR, f"commit: {committed}")
+    return seen
+
+
+def coordinator(actor: Actor, path: str) -> Seen:
+    try:
+        tx = actor.control.wire.session(transacted=True)
+    except JmsError as exc:
+        return _refused(exc.error)
+    committed = tx.commit(redeclare=False)
+    tx.close()
+    return Seen(YES) if committed.accepted else Seen(ERROR, f"discharge: {committed}")
+
+
+# -- consuming -------------------------------------------------------------------------------------------------------
+def _attach(actor: Actor, address: str, kind: str, **options: Any) -> Seen:
+    consumer = actor.session.consumer(address, kind, check=False, prefetch=0, **options)
+    if consumer.refusal is not None:
+        return _refused(consumer.refusal)
+    consumer.close() if kind != DURABLE else consumer.detach()
+    return Seen(YES)
+
+
+def _browse(actor: Actor, address: str) -> Seen:
+    browser = actor.session.consumer(address, QUEUE, browse=True, check=False, prefetch=10)
+    if browser.refusal is not None:
+        return _refused(browser.refusal)
+    first = browser.poll(5)
+    browser.close()
+    return Seen(YES) if first is not None else Seen(ERROR, "attached, but the browser saw no message")
+
+
+def selector_consumer(actor: Actor, path: str) -> Seen:
+    """Attach now; whether a topic's message reaches it is told by ``settle_selectors`` at the end."""
+    consumer = actor.control.attach(f"?{path}/.*", ("topic",))
+    refusal = actor.control.await_attach(consumer, timeout=10)
+    if refusal is not None:
+        return _refused(refusal)
+    actor.selectors.append((path, consumer))
+    return Seen(YES)
+
+
+def settle_selectors(actors: list[Actor], admin: Actor) -> dict[tuple[str, str], Seen]:
+    """Publish one message to each ``P/t`` as the administrator; each attached selector consumer then either
+    receives it (``yes``) or nothing (``empty``)."""
+    for path in PATHS:
+        _send(admin, f"{path}/t", TOPIC)
+    seen: dict[tuple[str, str], Seen] = {}
+    for actor in actors:
+        for path, consumer in actor.selectors:
+            consumer.drain()  # the sends above were confirmed, so routed: the drain's answer comes after them
+            seen[(actor.name, path)] = Seen(YES if consumer.take_buffered() else EMPTY)
+            consumer.close()
+    return seen
+
+
+def fetch(actor: Actor, path: str) -> Seen:
+    consumer = actor.control.attach(f"?{path}/.*", ("topic", "fetch"))
+    refusal = actor.control.await_attach(consumer, timeout=10)
+    if refusal is not None:
+        return _refused(refusal)
+    actor.control.wire.pump(lambda: consumer.remote_closed is not None, 10, "the end of the fetch")
+    return Seen(YES if consumer.take_buffered() else EMPTY)
+
+
+def unsubscribe(actor: Actor, path: str) -> Seen:
+    try:
+        actor.control.wire.unsubscribe(f"u-{path}")
+    except JmsError as exc:
+        return _refused(exc.error)
+    return Seen(YES)
+
+
+# -- management and control links ------------------------------------------------------------------------------------
+def _managed(actor: Actor, operation: str, type_: str, name: str) -> Seen:
+    """One ``$management`` request on the actor's connection, as ``subgate.cli.management`` makes it: a sender to
+    ``$management`` (refused without CONTROL_SERVER), the answer on a temporary queue named in ``reply-to``."""
+    if actor.management is None:
+        producer = actor.session.producer(MANAGEMENT_ADDRESS, QUEUE, check=False)
+        if producer.refusal is not None:
+            actor.management = _refused(producer.refusal)
+        else:
+            temporary = actor.control.wire.create_temporary_queue()
+            actor.management = (producer, actor.session.consumer(temporary, prefetch=10), temporary.address or "")
+    if isinstance(actor.management, Seen):
+        return actor.management
+    sender, replies, reply_to = actor.management
+    request = JmsMessage.of(None, reply_to=reply_to, properties={"operation": operation, "type": type_, "name": name})
+    sender.send(request, sync=False).wait()
+    answer = replies.receive(10).accept()
+    status = int(answer.properties.get("statusCode", 0))
+    if 200 <= status < 300:
+        return Seen(YES)
+    return Seen(ERROR, f"status {status}: {answer.properties.get('statusDescription')}")
+
+
+def handler(actor: Actor, path: str) -> Seen:
+    consumer = actor.control.register_handler(path)
+    if consumer.refusal is not None:
+        return _refused(consumer.refusal)
+    consumer.close()
+    return Seen(YES)
+
+
+def removal(actor: Actor, path: str) -> Seen:
+    link = actor.control.register_removal(f"{path}/rws-{actor.name}")
+    if link.refusal is not None:
+        return _refused(link.refusal)
+    link.close()
+    return Seen(YES)
+
+
+PROBES: dict[str, Callable[[Actor, str], Seen]] = {
+    "send to topic": lambda a, p: _send(a, f"{p}/t", TOPIC),
+    "send to queue": lambda a, p: _send(a, f"{p}/q", QUEUE),
+    "send creating a topic": lambda a, p: _send(a, a.fresh(p, "new"), TOPIC),
+    "relay to topic": lambda a, p: _relay(a, f"{p}/t", TOPIC),
+    "relay to queue": lambda a, p: _relay(a, f"{p}/q", QUEUE),
+    "relay creating a topic": lambda a, p: _relay(a, a.fresh(p, "relayed"), TOPIC),
+    "transactional send": transactional_send,
+    "transactional relay": transactional_relay,
+    "transaction coordinator": coordinator,
+    "receive from topic": lambda a, p: _attach(a, f"{p}/t", TOPIC),
+    "durable subscription": lambda a, p: _attach(a, f"{p}/t", DURABLE, name=f"d-{p}"),
+    "receive from queue": lambda a, p: _attach(a, f"{p}/q", QUEUE),
+    "browse queue": lambda a, p: _browse(a, f"{p}/q"),
+    "browse subscription": lambda a, p: _browse(a, f"{p}/t::{OWNER}.keep-{p}"),
+    "selector consumer": selector_consumer,
+    "fetch": fetch,
+    "unsubscribe": unsubscribe,
+    "management read": lambda a, p: _managed(a, "READ", "queue", f"{p}/q"),
+    "management write": lambda a, p: _managed(a, "CREATE", "topic", a.fresh(p, "m")),
+    "missing-topic handler": handler,
+    "remove-with-session": removal,
+}
