@@ -52,7 +52,7 @@ from subgate.gateway.termini import (
     read_terminus,
     refuse_attach,
 )
-from subgate.gateway.topic_control import CONTROL_PREFIX, TopicControl, handler_path, removal_branch
+from subgate.gateway.topic_control import TopicControl, handler_path, removal_branch
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
@@ -65,7 +65,7 @@ from subgate.mapping.addresses import (
 from subgate.mapping.bookmarks import ReplayRequest, Start
 from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
 from subgate.mapping.filters import FilterRequest, read_filters
-from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
+from subgate.mapping.names import CONTROL_PREFIX, check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.permissions import Permission
 from subgate.mapping.selectors import SelectorError
 from subgate.mapping.subscriptions import (
