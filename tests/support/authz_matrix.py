@@ -32,13 +32,15 @@ YES, NO, EMPTY = "yes", "no", "empty"
 
 @dataclass(frozen=True)
 class Principal:
-    """A user of the matrix's store (or ``anonymous``): ``grants`` are allowed on ``A`` (path-scoped ones) or
-    globally, to the principal or to its ``role``; ``admin`` holds the built-in role instead."""
+    """A user of the matrix's store (or ``anonymous``): ``grants`` are allowed on ``A`` (path-scoped ones; when
+    ``inverted``, allowed on the root and denied on ``A``) or globally, to the principal or to its ``role``;
+    ``admin`` holds the built-in role instead."""
 
     name: str
     grants: frozenset[str] = frozenset()
     admin: bool = False
     role: str | None = None  # the grants are made to this role, which the principal holds
+    inverted: bool = False  # the path-scoped grants allow on the root and deny on ``A`` instead
     note: str = ""
 
     def holds(self, permission: str, path: str) -> bool:
@@ -46,7 +48,7 @@ class Principal:
             return True
         if permission in GLOBAL:
             return permission in self.grants
-        return path == GRANTED and permission in self.grants
+        return (path == GRANTED) != self.inverted and permission in self.grants
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ PRINCIPALS: tuple[Principal, ...] = (
     Principal("handler", _p(HANDLER)),
     Principal("operator", _p(CONTROL)),
     Principal("member", _p(SELECT, READ, UPDATE), role="team", note="through the role `team`"),
+    Principal("excluded", _p(SELECT, READ, UPDATE, MODIFY), inverted=True),
     Principal("nobody", note="a user without grants"),
     Principal("anonymous", _p(SELECT, READ), note="SASL ANONYMOUS, `--allow-anonymous`"),
 )
@@ -168,7 +171,8 @@ def _grants(principal: Principal) -> str:
     if principal.admin:
         return "the role `admin` (everything)"
     scoped = principal.grants - GLOBAL
-    parts = ([f"{_names(scoped)} on `{GRANTED}`"] if scoped else []) + (
+    where = f"on the root, denied on `{GRANTED}`" if principal.inverted else f"on `{GRANTED}`"
+    parts = ([f"{_names(scoped)} {where}"] if scoped else []) + (
         [_names(principal.grants & GLOBAL)] if principal.grants & GLOBAL else []
     )
     text = ", ".join(parts) or "none"

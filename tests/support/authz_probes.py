@@ -54,8 +54,13 @@ def make_store(url: str) -> None:
                 assign_role(session, principal.role, principal.name)
                 subject = (ROLE, principal.role)
             for permission in sorted(principal.grants):
-                path = None if permission in GLOBAL else GRANTED
-                grant(session, *subject, permission, path)
+                if permission in GLOBAL:
+                    grant(session, *subject, permission, None)
+                elif principal.inverted:
+                    grant(session, *subject, permission, "")
+                    grant(session, *subject, permission, GRANTED, allow=False)
+                else:
+                    grant(session, *subject, permission, GRANTED)
     engine.dispose()
 
 
