@@ -1,16 +1,18 @@
 """The authorization matrix on a live server: principal × operation × path (docs/permissions.md, "Who may use what").
 
-One server (SQLite, ``--allow-anonymous``) for the module, on a store holding the principals of
-``tests.support.authz_matrix``: each has one to three permissions on the branch ``A`` (to itself or through a
-role), or a global one, or the ``admin`` role, or nothing. Every operation of the matrix is done once by every
-principal on ``A`` (inside its grants) and on ``B`` (outside), over one connection per principal
-(``tests.support.authz_probes``). The whole matrix runs once; each cell is then a named test comparing what the
-wire said with what the docs say, and a refusal must be ``amqp:unauthorized-access`` naming a permission the
-principal lacks. Anonymous access without ``--allow-anonymous`` is tests/e2e/test_auth.py's.
+One server (SQLite, ``--allow-anonymous``, the web console on ``--http``) for the module, on a store holding the
+principals of ``tests.support.authz_matrix``: each has one to four permissions on the branch ``A`` (to itself or
+through a role; or on the root except ``A``), or a global one, or the ``admin`` role, or nothing. Every operation of
+the matrix is done once by every principal on ``A`` (inside its grants) and on ``B`` (outside), over one
+connection per principal (``tests.support.authz_probes``). The whole matrix runs once; each cell is then a named
+test comparing what the wire said with what the docs say, and a refusal must be ``amqp:unauthorized-access`` (or
+the console's 401/403) naming a permission the principal lacks. Anonymous access without ``--allow-anonymous`` is
+tests/e2e/test_auth.py's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import pytest
 from tests.support.authz_matrix import NO, OPERATIONS, PRINCIPALS, cell_id, cells, markdown
 from tests.support.authz_probes import PROBES, Actor, Seen, make_store, prepare_nodes, settle_selectors
 from tests.support.server import SubgateProcess
+
+HTTP = re.compile(r"HTTP endpoint on http://(\S+):(\d+)")
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
 ADMIN = next(p for p in PRINCIPALS if p.admin)
@@ -29,11 +33,13 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, See
     workdir = tmp_path_factory.mktemp("authz-matrix")
     url = f"sqlite:///{workdir / 'subgate.db'}"
     make_store(url)
-    server = SubgateProcess(url, workdir, "--allow-anonymous").start()
+    server = SubgateProcess(url, workdir, "--allow-anonymous", "--http", "127.0.0.1:0").start()
     actors: list[Actor] = []
     try:
         prepare_nodes(server.address, ADMIN)
-        actors = [Actor.open(p, server.address) for p in PRINCIPALS]
+        http = HTTP.search(server.log())
+        assert http, server.log()
+        actors = [Actor.open(p, server.address, f"http://{http.group(1)}:{http.group(2)}") for p in PRINCIPALS]
         by_name = {a.name: a for a in actors}
         seen: dict[str, Seen] = {}
         for principal, operation, path in cells():

@@ -9,7 +9,7 @@ documented need of the operation against the principal's grants, by plain set co
 Outcomes
     ``yes``: the operation works (attached, sent and accepted, answered 2xx).
     ``no``: refused with ``amqp:unauthorized-access`` (a refused attach, or a message settled rejected), naming
-    one of the permissions the principal lacks.
+    one of the permissions the principal lacks; on the web console, 401 (no credentials) or 403.
     ``empty``: allowed, but nothing the principal may not read reaches it (a fetch or a selector consumer with
     ``SELECT_TOPIC`` and without ``READ_TOPIC``).
 """
@@ -104,15 +104,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("transactional relay", "declare, relay `to` `P/t` in it, commit", _p(UPDATE)),
     Operation("transaction coordinator", "coordinator attach, declare, discharge (no path)", _p()),
     Operation("receive from topic", "receiver, source `P/t` (capability `topic`)", _p(SELECT, READ)),
-    Operation("durable subscription", "JMS durable subscriber (ClientID) on `P/t`", _p(SELECT, READ)),
+    Operation("durable subscription", "JMS shared durable subscriber (global) on `P/t`", _p(SELECT, READ)),
     Operation("receive from queue", "receiver, source `P/q` (capability `queue`)", _p(READ)),
     Operation("browse queue", "receiver, source `P/q`, distribution-mode `copy`", _p(READ)),
-    Operation("browse subscription", "distribution-mode `copy`, source `P/t::owner.keep-P`", _p(SELECT, READ)),
+    Operation("browse subscription", "distribution-mode `copy`, source `P/t::keep-P:global`", _p(SELECT, READ)),
     Operation("selector consumer", "receiver, source `?P/.*`", _p(SELECT), _p(READ)),
     Operation("fetch", "receiver, source `?P/.*`, capability `fetch`", _p(SELECT), _p(READ)),
-    Operation("unsubscribe", "null-source lookup of a durable subscription on `P/t`, closed", _p(SELECT, READ)),
+    Operation("unsubscribe", "null-source lookup of a global subscription on `P/t`, closed", _p(SELECT, READ)),
     Operation("management read", "`$management` `READ` of queue `P/q`", _p(CONTROL)),
     Operation("management write", "`$management` `CREATE` of topic `P/m-…`", _p(CONTROL)),
+    Operation("console action", "web console `POST /api/topics/remove` of `P/gone-…`, basic credentials", _p(CONTROL)),
     Operation("missing-topic handler", "receiver, source `$subgate/missing-topic/P`", _p(HANDLER)),
     Operation("remove-with-session", "sender, target `$subgate/remove-with-session/P`", _p(MODIFY)),
 )  # fmt: skip
@@ -144,9 +145,10 @@ def markdown() -> str:
         "|---|---|",
         *(f"| `{p.name}` | {_grants(p)} |" for p in PRINCIPALS),
         "",
-        f"Each cell: the outcome on `P` = `{GRANTED}` (inside the grants) / on `P` = `{OUTSIDE}` (outside). `yes`: it "
-        "works; `no`: refused with `amqp:unauthorized-access` naming a permission the principal lacks; `empty`: "
-        "allowed, but no topic's message or value is sent (no `READ_TOPIC`).",
+        f"Each cell: the outcome on `P` = `{GRANTED}` (inside the grants) / on `P` = `{OUTSIDE}` (outside). "
+        "`yes`: it works; `no`: refused with `amqp:unauthorized-access` (the web console: HTTP 401 without "
+        "credentials, else 403) naming a permission the principal lacks; `empty`: allowed, but no topic's message "
+        "or value is sent (no `READ_TOPIC`).",
         "",
         "| operation on `P` | needs | " + " | ".join(f"`{p.name}`" for p in PRINCIPALS) + " |",
         "|---|---|" + "---|" * len(PRINCIPALS),

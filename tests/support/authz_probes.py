@@ -4,12 +4,17 @@ Owns the store set-up of the matrix's principals and grants (``tests.support.aut
 subscriptions the operations act on (made by the administrator first), and one probe per operation. A probe
 returns ``Seen(outcome, detail)``: ``yes``, ``no`` (``amqp:unauthorized-access``; ``detail`` is the description),
 ``empty`` (allowed, nothing readable arrived), or ``error`` for anything else (another condition, a timeout).
-Each principal uses one connection (its ClientID ``cid-<name>``) for all its links, ``$management``'s too.
+Each principal uses one connection (without a ClientID: its subscriptions are global) for all its links,
+``$management``'s too.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,11 +27,10 @@ from subgate.storage.permissions import add_role, assign_role, grant
 from subgate.storage.principals import add_principal
 from tests.support.authz_matrix import EMPTY, GLOBAL, GRANTED, NO, PATHS, PRINCIPALS, YES, Principal
 from tests.support.control import ControlClient
-from tests.support.jms import DURABLE, QUEUE, TOPIC, Consumer, JmsError, JmsMessage, JmsSession, RemoteError
+from tests.support.jms import QUEUE, SHARED_DURABLE, TOPIC, Consumer, JmsError, JmsMessage, JmsSession, RemoteError
 
 UNAUTHORIZED = "amqp:unauthorized-access"
 PASSWORD = "pw-authz"
-OWNER = "owner"  # the ClientID of the subscriptions the browse-subscription cells look into
 ERROR = "error"
 _serial = itertools.count(1)
 
@@ -72,19 +76,18 @@ def credentials(principal: Principal) -> dict[str, Any]:
 
 def prepare_nodes(address: str, admin: Principal) -> None:
     """As the administrator: topics ``P/t`` with a current value and queues ``P/q`` with a message on both
-    branches; a durable subscription ``keep-P`` of ClientID ``owner`` on each ``P/t`` with a message in its queue;
-    and, for each principal, durable subscriptions ``u-P`` of its ClientID for it to unsubscribe."""
-    with ControlClient(address, OWNER, **credentials(admin)) as owner:
+    branches; a global shared durable subscription ``keep-P`` on each ``P/t`` with a message in its queue; and,
+    for each principal, global shared durable subscriptions ``u-<name>-P`` for it to unsubscribe and topics
+    ``P/gone-<name>`` for it to remove."""
+    with ControlClient(address, **credentials(admin)) as owner:
         session = owner.wire.session()
         for path in PATHS:
-            session.consumer(f"{path}/t", DURABLE, name=f"keep-{path}", prefetch=0).detach()
+            session.consumer(f"{path}/t", SHARED_DURABLE, name=f"keep-{path}", prefetch=0).detach()
             session.producer(f"{path}/t", TOPIC).send(f"{path}/t-v0")
             session.producer(f"{path}/q", QUEUE).send(f"{path}/q-m0")
-    for principal in PRINCIPALS:
-        with ControlClient(address, f"cid-{principal.name}", **credentials(admin)) as owner:
-            session = owner.wire.session()
-            for path in PATHS:
-                session.consumer(f"{path}/t", DURABLE, name=f"u-{path}", prefetch=0).detach()
+            for principal in PRINCIPALS:
+                session.consumer(f"{path}/t", SHARED_DURABLE, name=f"u-{principal.name}-{path}", prefetch=0).detach()
+                session.producer(f"{path}/gone-{principal.name}", TOPIC).send("to be removed")
 
 
 def _refused(error: RemoteError | None) -> Seen:
@@ -107,6 +110,7 @@ class Actor:
 
     principal: Principal
     address: str
+    http: str  # the web console's base URL
     control: ControlClient
     session: JmsSession
     relay: Any = None
@@ -115,9 +119,9 @@ class Actor:
     selectors: list[tuple[str, Consumer]] = field(default_factory=list)
 
     @classmethod
-    def open(cls, principal: Principal, address: str) -> Actor:
-        control = ControlClient(address, f"cid-{principal.name}", **credentials(principal))
-        return cls(principal, address, control, control.wire.session())
+    def open(cls, principal: Principal, address: str, http: str) -> Actor:
+        control = ControlClient(address, **credentials(principal))
+        return cls(principal, address, http, control, control.wire.session())
 
     def close(self) -> None:
         self.control.close()
@@ -189,7 +193,7 @@ def _attach(actor: Actor, address: str, kind: str, **options: Any) -> Seen:
     consumer = actor.session.consumer(address, kind, check=False, prefetch=0, **options)
     if consumer.refusal is not None:
         return _refused(consumer.refusal)
-    consumer.close() if kind != DURABLE else consumer.detach()
+    consumer.close() if kind != SHARED_DURABLE else consumer.detach()
     return Seen(YES)
 
 
@@ -227,7 +231,7 @@ def settle_selectors(actors: list[Actor], admin: Actor) -> dict[tuple[str, str],
 
 
 def fetch(actor: Actor, path: str) -> Seen:
-    consumer = actor.control.attach(f"?{path}/.*", ("topic", "fetch"))
+    consumer = actor.control.attach(f"?{path}/.*", ("topic", "fetch"), credit=1000)  # credit for every value
     refusal = actor.control.await_attach(consumer, timeout=10)
     if refusal is not None:
         return _refused(refusal)
@@ -237,7 +241,7 @@ def fetch(actor: Actor, path: str) -> Seen:
 
 def unsubscribe(actor: Actor, path: str) -> Seen:
     try:
-        actor.control.wire.unsubscribe(f"u-{path}")
+        actor.control.wire.unsubscribe(f"u-{actor.name}-{path}")
     except JmsError as exc:
         return _refused(exc.error)
     return Seen(YES)
@@ -264,6 +268,27 @@ def _managed(actor: Actor, operation: str, type_: str, name: str) -> Seen:
     if 200 <= status < 300:
         return Seen(YES)
     return Seen(ERROR, f"status {status}: {answer.properties.get('statusDescription')}")
+
+
+def console_action(actor: Actor, path: str) -> Seen:
+    """``POST /api/topics/remove`` on the web console (``--http``) with the principal's basic credentials (none for
+    ``anonymous``): the console carries it out as a ``$management`` request in the principal's name."""
+    headers = {"Content-Type": "application/json"}
+    if actor.principal.name != "anonymous":
+        token = base64.b64encode(f"{actor.name}:{PASSWORD}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    body = json.dumps({"selector": f"{path}/gone-{actor.name}"}).encode()
+    request = urllib.request.Request(f"{actor.http}/api/topics/remove", body, headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            status, answer = response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        status, answer = error.code, json.loads(error.read())
+    if status == 200 and answer.get("status", 0) < 300:
+        return Seen(YES)
+    if status in (401, 403):
+        return Seen(NO, f"{status} {answer}")
+    return Seen(ERROR, f"{status} {answer}")
 
 
 def handler(actor: Actor, path: str) -> Seen:
@@ -293,15 +318,16 @@ PROBES: dict[str, Callable[[Actor, str], Seen]] = {
     "transactional relay": transactional_relay,
     "transaction coordinator": coordinator,
     "receive from topic": lambda a, p: _attach(a, f"{p}/t", TOPIC),
-    "durable subscription": lambda a, p: _attach(a, f"{p}/t", DURABLE, name=f"d-{p}"),
+    "durable subscription": lambda a, p: _attach(a, f"{p}/t", SHARED_DURABLE, name=f"d-{a.name}-{p}"),
     "receive from queue": lambda a, p: _attach(a, f"{p}/q", QUEUE),
     "browse queue": lambda a, p: _browse(a, f"{p}/q"),
-    "browse subscription": lambda a, p: _browse(a, f"{p}/t::{OWNER}.keep-{p}"),
+    "browse subscription": lambda a, p: _browse(a, f"{p}/t::keep-{p}:global"),
     "selector consumer": selector_consumer,
     "fetch": fetch,
     "unsubscribe": unsubscribe,
     "management read": lambda a, p: _managed(a, "READ", "queue", f"{p}/q"),
     "management write": lambda a, p: _managed(a, "CREATE", "topic", a.fresh(p, "m")),
+    "console action": console_action,
     "missing-topic handler": handler,
     "remove-with-session": removal,
 }
