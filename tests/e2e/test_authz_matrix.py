@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,14 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
 ADMIN = next(p for p in PRINCIPALS if p.admin)
 
 
+@dataclass(frozen=True)
+class Run:
+    seen: dict[str, Seen]  # by cell_id
+    log: str  # what the server logged meanwhile
+
+
 @pytest.fixture(scope="module")
-def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Seen]]:
+def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     workdir = tmp_path_factory.mktemp("authz-matrix")
     url = f"sqlite:///{workdir / 'subgate.db'}"
     make_store(url)
@@ -50,7 +57,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, See
         selector = next(op for op in OPERATIONS if op.name == "selector consumer")
         for (name, path), late in settle_selectors(actors, by_name[ADMIN.name]).items():
             seen[cell_id(next(p for p in PRINCIPALS if p.name == name), selector, path)] = late
-        yield seen
+        yield Run(seen, server.log())
     finally:
         for actor in actors:
             actor.close()
@@ -62,7 +69,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, See
 )
 def test_cell(observed, principal, operation, path):
     expected = operation.expected(principal, path)
-    seen = observed[cell_id(principal, operation, path)]
+    seen = observed.seen[cell_id(principal, operation, path)]
     assert seen.outcome == expected, f"{operation.wire} as {principal.name} on {path}: expected {expected}, saw {seen}"
     if expected == NO:
         missing = operation.missing(principal, path)
@@ -72,3 +79,9 @@ def test_cell(observed, principal, operation, path):
 def test_the_permissions_doc_shows_this_matrix():
     text = DOC.read_text()
     assert markdown() in text, "docs/permissions.md's matrix is stale: python -m tests.support.authz_matrix"
+
+
+def test_the_server_logged_no_error_while_refusing(observed):
+    """Refusals are ``info`` lines: none of the 572 cells may cost a traceback, an error or a warning."""
+    bad = [line for line in observed.log.splitlines() if any(w in line for w in ("Traceback", " ERROR ", " WARNING "))]
+    assert not bad, "\n".join(bad[:20])
