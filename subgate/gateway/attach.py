@@ -323,6 +323,8 @@ class Attacher:
         if decision.action is Action.ATTACH and current is not None:
             sub = current  # a durable subscription resumes from its stored position: the bookmark is not applied
         else:
+            if decision.action is Action.REPLACE and current is not None:
+                self.authority.check_unsubscribe(state, current)  # replacing deletes it
             if filters.replay is not None:
                 placed = self._placed(link, state, filters.replay, name if isinstance(topic, Topic) else "", earlier)
                 if placed is None:
@@ -425,8 +427,7 @@ class Attacher:
         sub = self.subscriptions.get(key)
         decide_lookup(key, sub.existing() if sub is not None else None)
         assert sub is not None
-        on_selector = sub.selector_sub.selector.prefix if sub.selector_sub is not None else None
-        self.authority.check_unsubscribe(state, sub.topic.name, on_selector)  # closing the lookup deletes it
+        self.authority.check_unsubscribe(state, sub)  # closing the lookup deletes it
         state.adopt(Lookup(link, state, key, self.subscriptions))
         details = sub.details
         capabilities = lookup_source_capabilities(key, sub.kind)

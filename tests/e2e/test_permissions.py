@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from proton.utils import LinkDetached
 
+from subgate.cli.management import ManagementClient
 from subgate.mapping.permissions import PRINCIPAL, ROLE
 from subgate.storage.db import make_engine, session_factory, upgrade
 from subgate.storage.passwords import hash_password
@@ -213,3 +214,20 @@ def test_unsubscribing_needs_what_subscribing_needs(secured):
         assert gone.value.condition == "amqp:not-found"
     with JmsWire.connect(secured.address, client_id="shared-app", user="alice", password=PASSWORD) as jms:
         jms.unsubscribe("secret")  # still there: the refused lookups removed nothing
+
+
+def test_resubscribing_elsewhere_needs_the_rights_on_the_subscription_it_replaces(secured):
+    """Attaching under an idle durable subscription's name with another topic replaces (deletes) it: that needs
+    what unsubscribing it needs, on its topic, besides the rights on the new one."""
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="alice", password=PASSWORD) as jms:
+        jms.session().consumer("prices/secret", DURABLE, name="s", prefetch=0).detach()
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="bob", password=PASSWORD) as jms:
+        attempt = jms.session().consumer("prices/fx", DURABLE, name="s", prefetch=0, check=False)
+        assert attempt.refusal is not None and attempt.refusal.condition == UNAUTHORIZED
+        assert "READ_TOPIC" in (attempt.refusal.description or "") and "prices/secret" in attempt.refusal.description
+    with ManagementClient("127.0.0.1", secured.port, user="alice", password=PASSWORD) as management:
+        assert management.read_subscription("s", client_id="replaced-app")["topic"] == "prices/secret"
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="alice", password=PASSWORD) as jms:
+        jms.session().consumer("prices/fx", DURABLE, name="s", prefetch=0).detach()  # alice may: replaced
+    with ManagementClient("127.0.0.1", secured.port, user="alice", password=PASSWORD) as management:
+        assert management.read_subscription("s", client_id="replaced-app")["topic"] == "prices/fx"
