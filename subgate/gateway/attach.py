@@ -52,7 +52,7 @@ from subgate.gateway.termini import (
     read_terminus,
     refuse_attach,
 )
-from subgate.gateway.topic_control import CONTROL_PREFIX, TopicControl, handler_path, removal_branch
+from subgate.gateway.topic_control import TopicControl, handler_path, removal_branch
 from subgate.mapping.addresses import (
     QUEUE,
     TEMPORARY_PREFIX,
@@ -65,7 +65,7 @@ from subgate.mapping.addresses import (
 from subgate.mapping.bookmarks import ReplayRequest, Start
 from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
 from subgate.mapping.filters import FilterRequest, read_filters
-from subgate.mapping.names import check_link_name, check_selector, check_terminus, split_prefix
+from subgate.mapping.names import CONTROL_PREFIX, check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.permissions import Permission
 from subgate.mapping.selectors import SelectorError
 from subgate.mapping.subscriptions import (
@@ -323,6 +323,8 @@ class Attacher:
         if decision.action is Action.ATTACH and current is not None:
             sub = current  # a durable subscription resumes from its stored position: the bookmark is not applied
         else:
+            if decision.action is Action.REPLACE and current is not None:
+                self.authority.check_unsubscribe(state, current)  # replacing deletes it
             if filters.replay is not None:
                 placed = self._placed(link, state, filters.replay, name if isinstance(topic, Topic) else "", earlier)
                 if placed is None:
@@ -425,6 +427,7 @@ class Attacher:
         sub = self.subscriptions.get(key)
         decide_lookup(key, sub.existing() if sub is not None else None)
         assert sub is not None
+        self.authority.check_unsubscribe(state, sub)  # closing the lookup deletes it
         state.adopt(Lookup(link, state, key, self.subscriptions))
         details = sub.details
         capabilities = lookup_source_capabilities(key, sub.kind)

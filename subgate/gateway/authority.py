@@ -1,18 +1,23 @@
 """Authorisation of the running broker: the policy in force and the checks every entry point asks of it.
 
 Owns the current ``mapping.permissions.Policy`` (replaced whole when the store's is read again), which
-connection owns each temporary node, and the three questions the attach and publish handlers ask: may this
+connection owns each temporary node, and the questions the attach and publish handlers ask: may this
 connection do this, may it do it on this node (plus MODIFY_TOPIC when the attach would create the node; only its
-owner may receive from a temporary node), and which topics may it read.
+owner may receive from a temporary node), may it delete this subscription, and which topics may it
+read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from subgate.gateway.links import ConnectionState
 from subgate.mapping.addresses import TEMPORARY_PREFIX, NodeDecision, check_temporary_use
 from subgate.mapping.permissions import OPEN_POLICY, Permission, Policy
+
+if TYPE_CHECKING:
+    from subgate.gateway.subscriptions import Subscription
 
 
 class Authority:
@@ -57,6 +62,17 @@ class Authority:
         if decision.create:
             self.check(state, Permission.MODIFY_TOPIC, decision.address, decision.kind)
         self.check(state, permission, decision.address, decision.kind)
+
+    def check_unsubscribe(self, state: ConnectionState, sub: Subscription) -> None:
+        """May this connection delete ``sub`` (close an unsubscribe lookup of it, or replace it by attaching under
+        its name with another topic, selector or no-local)? Only a principal that may subscribe there:
+        SELECT_TOPIC and READ_TOPIC on its topic, or SELECT_TOPIC on the prefix of the selector it is on. A
+        subscription on a temporary topic is its connection's, outside the tree."""
+        if sub.selector_sub is not None:
+            self.check(state, Permission.SELECT_TOPIC, sub.selector_sub.selector.prefix)
+        elif not sub.topic.name.startswith(TEMPORARY_PREFIX):
+            self.check(state, Permission.SELECT_TOPIC, sub.topic.name)
+            self.check(state, Permission.READ_TOPIC, sub.topic.name)
 
     def readable(self, state: ConnectionState) -> Callable[[str], bool]:
         """Which topics a selector subscription or fetch of this connection may read (READ_TOPIC)."""

@@ -28,9 +28,10 @@ from subgate.engine import codec
 from subgate.gateway.subscriptions import Subscription, Subscriptions
 from subgate.mapping.addresses import is_temporary
 from subgate.mapping.errors import NOT_FOUND, Refused
+from subgate.mapping.names import MANAGEMENT_ADDRESS
 from subgate.mapping.subscriptions import DURABLE, SubscriptionKey, decide_unsubscribe
 
-ADDRESS = "$management"
+ADDRESS = MANAGEMENT_ADDRESS
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from subgate.gateway.router import Router, check_topic_quota
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
 from subgate.mapping.errors import NOT_ALLOWED, Refused
+from subgate.mapping.names import reserved
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -105,6 +106,9 @@ class TopicAdmin:
             return Response(400, f"'name' must be a valid topic path, not {name!r}")
         if is_temporary(name):
             return Response(400, f"{name!r}: names starting with {TEMPORARY_PREFIX!r} are the server's temporary nodes")
+        problem = reserved(name)
+        if problem is not None:
+            return Response(400, f"{name!r} is reserved: {problem}")
         existing = self.router.node(name)
         if existing is not None:
             if isinstance(existing, Topic) and existing.replica_of is not None:

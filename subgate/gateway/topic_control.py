@@ -43,7 +43,6 @@ log = logging.getLogger("subgate.topic_control")
 
 REMOVAL_PREFIX = "$subgate/remove-with-session/"
 HANDLER_PREFIX = "$subgate/missing-topic/"
-CONTROL_PREFIX = "$subgate/"
 
 SUBSCRIBE = "subscribe"
 FETCH = "fetch"

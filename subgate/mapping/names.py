@@ -14,6 +14,11 @@ Rules:
   a topic's name is also a topic path (``topics.paths``) whose first character is not one of the selector
   characters ``> ? * #``, since an address starting with one is read as a selector by subscribers and the
   topic could never be subscribed to by name.
+- **Reserved names** (``reserved``): ``$management`` (the management node) and ``$subgate/…`` (the control links'
+  and the fan-out's addresses) are the server's. No queue or topic is made under them, by an attach, a relayed
+  message or ``$management`` ``CREATE``: a relayed management request would otherwise land, accepted and never
+  answered, in a queue called ``$management``, and a consumer of that queue would read what others meant for the
+  management node.
 - **Address prefixes** (``split_prefix``), as Artemis' ``anycastPrefix``/``multicastPrefix``: an address that
   starts with an anycast prefix (default ``queue://``) names a queue, with a multicast prefix (default
   ``topic://``) a topic; the prefix is not part of the node's name.
@@ -35,6 +40,8 @@ TOPIC = "topic"
 DEFAULT_ANYCAST_PREFIXES = ("queue://",)
 DEFAULT_MULTICAST_PREFIXES = ("topic://",)
 SELECTOR_CHARACTERS = (">", "?", "*", "#")
+MANAGEMENT_ADDRESS = "$management"
+CONTROL_PREFIX = "$subgate/"
 
 _ELLIPSIS = "…"
 
@@ -87,6 +94,9 @@ def check_new_name(address: str, kind: str, path_problem: str | None) -> None:
     bad = control_character(address)
     if bad is not None:
         raise Refused(INVALID_FIELD, f"{kind} name {address!r} contains the control character {bad}")
+    problem = reserved(address)
+    if problem is not None:
+        raise Refused(INVALID_FIELD, f"no {kind} can be made at {address!r}: {problem}")
     if kind != TOPIC:
         return
     if path_problem is not None:
@@ -97,6 +107,15 @@ def check_new_name(address: str, kind: str, path_problem: str | None) -> None:
             f"a topic name must not start with one of {' '.join(SELECTOR_CHARACTERS)} ({address!r} is a selector: "
             "subscribe with it, publish to a topic path)",
         )
+
+
+def reserved(address: str) -> str | None:
+    """Why ``address`` is the server's and no node may be made there (None: it is not reserved)."""
+    if address == MANAGEMENT_ADDRESS:
+        return "the management node; send requests on a link attached to it (docs/operations.md)"
+    if address.startswith(CONTROL_PREFIX):
+        return f"addresses under {CONTROL_PREFIX!r} are the server's control links (docs/topics.md)"
+    return None
 
 
 def split_prefix(

@@ -6,6 +6,7 @@
   ``amqp:invalid-field`` and a short description, so a client with a small max-frame-size gets a clean link
   refusal and keeps its connection.
 - A new topic's name must be a topic path without control characters that does not start like a selector.
+- No queue or topic is made at ``$management`` or under ``$subgate/`` (the server's own addresses).
 - ``topic://`` and ``queue://`` name the node type, as Artemis' prefixes do.
 - A permission refusal names a queue as a queue.
 """
@@ -19,6 +20,7 @@ import pytest
 from proton import ConnectionException, Delivery, Message, symbol
 from proton.utils import BlockingConnection, LinkDetached
 
+from subgate.cli.management import ManagementClient, ManagementError
 from tests.support.amqp import BrowseCopy, connect, nothing_arrives, receive_bodies, receiver, sender
 from tests.support.cli import run_subgate
 from tests.support.server import SubgateProcess, module_server
@@ -195,6 +197,26 @@ def test_a_queue_name_with_a_control_character_is_refused(broker):
         assert condition == "amqp:invalid-field" and "U+001B" in description
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("address", ["$management", "$subgate/elsewhere"])
+def test_no_node_is_made_at_the_servers_own_addresses(broker, address):
+    """A relayed message to $management used to be accepted into a new queue of that name (never answered), and a
+    consumer of it read what others meant for the management node; $subgate/… likewise."""
+    conn = connect(broker.url)
+    try:
+        relay = sender(conn, None)
+        state, condition = outcome(conn, relay, Message(address=address, body="x"))
+        assert (state, condition) == (Delivery.REJECTED, "amqp:invalid-field")
+        condition, description = refused(lambda: receiver(conn, address, "queue", credit=1))
+        assert condition in ("amqp:invalid-field", "amqp:not-found"), description
+    finally:
+        conn.close()
+    with ManagementClient("127.0.0.1", broker.port) as management:
+        assert not [q for q in management.query_queues() if q["name"] == address]
+        with pytest.raises(ManagementError) as created:
+            management.create_topic(address)
+        assert created.value.status == 400
 
 
 def _byte(value: int) -> object:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from proton.utils import LinkDetached
 
+from subgate.cli.management import ManagementClient
 from subgate.mapping.permissions import PRINCIPAL, ROLE
 from subgate.storage.db import make_engine, session_factory, upgrade
 from subgate.storage.passwords import hash_password
@@ -21,7 +22,7 @@ from subgate.storage.principals import add_principal
 from tests.e2e.test_topic_selectors import fetched
 from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
 from tests.support.control import ControlClient
-from tests.support.jms import TOPIC, JmsWire
+from tests.support.jms import DURABLE, TOPIC, JmsError, JmsWire
 from tests.support.server import SubgateProcess
 
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -190,3 +191,43 @@ def test_a_role_grant_applies_to_its_members(secured):
                 break
         assert time.monotonic() < deadline, "the role's grant never took effect"
         time.sleep(0.2)
+
+
+def test_unsubscribing_needs_what_subscribing_needs(secured):
+    """Closing an unsubscribe lookup deletes the subscription, whoever made it: the lookup is refused to a
+    principal that may not subscribe there (SELECT_TOPIC and READ_TOPIC; SELECT_TOPIC on a selector's prefix)."""
+    with JmsWire.connect(secured.address, client_id="shared-app", user="alice", password=PASSWORD) as jms:
+        session = jms.session()
+        for name, topic in (("fx", "prices/fx"), ("secret", "prices/secret"), ("all", "?prices/.*")):
+            session.consumer(topic, DURABLE, name=name, prefetch=0).detach()
+    refusals = (("carol", "fx", "SELECT_TOPIC"), ("bob", "secret", "READ_TOPIC"), ("carol", "all", "SELECT_TOPIC"))
+    for user, name, denied in refusals:
+        with JmsWire.connect(secured.address, client_id="shared-app", user=user, password=PASSWORD) as jms:
+            with pytest.raises(JmsError) as refusal:
+                jms.unsubscribe(name)
+            assert refusal.value.condition == UNAUTHORIZED and denied in (refusal.value.description or "")
+    with JmsWire.connect(secured.address, client_id="shared-app", user="bob", password=PASSWORD) as jms:
+        jms.unsubscribe("fx")
+        jms.unsubscribe("all")
+        with pytest.raises(JmsError) as gone:
+            jms.unsubscribe("fx")
+        assert gone.value.condition == "amqp:not-found"
+    with JmsWire.connect(secured.address, client_id="shared-app", user="alice", password=PASSWORD) as jms:
+        jms.unsubscribe("secret")  # still there: the refused lookups removed nothing
+
+
+def test_resubscribing_elsewhere_needs_the_rights_on_the_subscription_it_replaces(secured):
+    """Attaching under an idle durable subscription's name with another topic replaces (deletes) it: that needs
+    what unsubscribing it needs, on its topic, besides the rights on the new one."""
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="alice", password=PASSWORD) as jms:
+        jms.session().consumer("prices/secret", DURABLE, name="s", prefetch=0).detach()
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="bob", password=PASSWORD) as jms:
+        attempt = jms.session().consumer("prices/fx", DURABLE, name="s", prefetch=0, check=False)
+        assert attempt.refusal is not None and attempt.refusal.condition == UNAUTHORIZED
+        assert "READ_TOPIC" in (attempt.refusal.description or "") and "prices/secret" in attempt.refusal.description
+    with ManagementClient("127.0.0.1", secured.port, user="alice", password=PASSWORD) as management:
+        assert management.read_subscription("s", client_id="replaced-app")["topic"] == "prices/secret"
+    with JmsWire.connect(secured.address, client_id="replaced-app", user="alice", password=PASSWORD) as jms:
+        jms.session().consumer("prices/fx", DURABLE, name="s", prefetch=0).detach()  # alice may: replaced
+    with ManagementClient("127.0.0.1", secured.port, user="alice", password=PASSWORD) as management:
+        assert management.read_subscription("s", client_id="replaced-app")["topic"] == "prices/fx"
