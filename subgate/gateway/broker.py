@@ -87,8 +87,10 @@ class Broker:
             journal.submit_barrier,
         )
         self.fanout = _mirror(settings, router, self)
+        self.feeds = feeds = ReplicationFeeds(router.topics, settings.fanout_queue_limit)
+        reload = self.housekeeping.refresh_policy
         topic_admin = TopicAdmin(
-            router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy, self.fanout.status
+            router, self.control, self.lifecycle.remove_topics, reload, self.fanout.status, feeds.status
         )
         store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.server_admin = _server_admin(router, self.connections, self.lifecycle, subscriptions, journal)
@@ -113,7 +115,7 @@ class Broker:
             self.housekeeping,
             self.lifecycle,
             Replays(journal, lambda: router.last_seq),
-            ReplicationFeeds(router.topics),
+            feeds,
             MissingTopics(router, self.authority, self.control, self.fanout),
         )
         self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread
