@@ -32,7 +32,7 @@ ADD, UPDATE, REMOVE, SNAPSHOT_END = "add", "update", "remove", "snapshot-end"
 OPERATIONS = (ADD, UPDATE, REMOVE, SNAPSHOT_END)
 BATCH = "batch"  # op of a transfer that carries several operations (encode_batch), to a peer offering it
 BATCH_OPERATIONS = 64  # at most this many operations per batch transfer
-BATCH_BYTES = 64 * 1024  # and no more bytes of paths and values than this (one larger value goes alone)
+BATCH_BYTES = 16 * 1024  # and no more bytes of paths and values than this (one larger value goes alone)
 _NO_VALUE = 0xFFFFFFFF
 _RECORD = struct.Struct(">BHI")  # op index, path length, value length (_NO_VALUE: none)
 

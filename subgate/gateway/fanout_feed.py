@@ -75,7 +75,7 @@ class ReplicateLink(LinkState):
         selector: Selector,
         readable: Callable[[str], bool],
         feeds: Feeds,
-        limit: int = 10_000,
+        limit: int = 100_000,
         batched: bool = False,
     ) -> None:
         super().__init__(link, conn)
@@ -199,7 +199,7 @@ class Feeds(Protocol):
 class ReplicationFeeds:
     """The open replication links of this server, told of every topic created or removed (module docstring)."""
 
-    def __init__(self, space: TopicSpace, limit: int = 10_000) -> None:
+    def __init__(self, space: TopicSpace, limit: int = 100_000) -> None:
         self.space = space
         self.limit = limit  # --fanout-queue-limit: operations held in order per link before conflating
         self.links: list[ReplicateLink] = []

@@ -77,7 +77,7 @@ class Settings:
         minimum=0.01,
     )
     fanout_queue_limit: int = setting(
-        10_000,
+        100_000,
         "Replication messages a primary holds in order for a secondary that is behind (its fan-out credit used up); "
         "past it, only the latest value of each topic waits (docs/fanout.md).",
         minimum=0,
