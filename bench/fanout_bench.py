@@ -375,7 +375,9 @@ def uptime() -> str:
 def measure(opts: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     brokers: list[R.Subgate] = []
     try:
-        primary = server(workdir, "primary", [])
+        # Every message must reach the receivers: no conflation at the primary however far the secondary falls behind
+        # (docs/fanout.md, "A secondary that is behind"; the default limit is 100,000 operations).
+        primary = server(workdir, "primary", ["--fanout-queue-limit", str(max(10 * opts.count, 1_000_000))])
         brokers.append(primary)
         publish(primary, TOPIC, b"seed")
         secondary = server(workdir, "secondary", ["--fanout", f"amqp://127.0.0.1:{primary.port}=bench//"])

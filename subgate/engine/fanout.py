@@ -10,6 +10,7 @@ window behind ``subgate fanout status``. Standard library and ``topics`` only.
 from __future__ import annotations
 
 import re
+import struct
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,12 +22,19 @@ from subgate.mapping.errors import NOT_ALLOWED, Refused
 from subgate.topics import Selector, TopicsError, intersects, parse_selector
 
 REPLICATE = "replicate"  # the source capability of a fan-out link's receiver
+# Offered beside it by a secondary that reads batches: the primary may then send several operations per transfer.
+REPLICATE_BATCH = "replicate-batch"
 PROPAGATION_ADDRESS = "$subgate/fanout/missing-topic"  # target of the secondary's sender for notifications
 
 # A replication message: subject = OP_PROPERTY's value, application properties below, body = the value's bytes.
 OP, PATH, TIMESTAMP = "op", "path", "ts"
 ADD, UPDATE, REMOVE, SNAPSHOT_END = "add", "update", "remove", "snapshot-end"
 OPERATIONS = (ADD, UPDATE, REMOVE, SNAPSHOT_END)
+BATCH = "batch"  # op of a transfer that carries several operations (encode_batch), to a peer offering it
+BATCH_OPERATIONS = 64  # at most this many operations per batch transfer
+BATCH_BYTES = 16 * 1024  # and no more bytes of paths and values than this (one larger value goes alone)
+_NO_VALUE = 0xFFFFFFFF
+_RECORD = struct.Struct(">BHI")  # op index, path length, value length (_NO_VALUE: none)
 
 # Link states (subgate fanout status)
 CONNECTING, SNAPSHOT, LIVE, LOST = "connecting", "snapshot", "live", "lost"
@@ -140,6 +148,46 @@ def parse_spec(spec: str) -> FanoutConfig:
     if match is None:
         raise FanoutConfigError(f"--fanout {spec!r} is not 'amqp://[user:password@]host:port=SELECTOR'")
     return make_config({"url": match.group(1), "selector": match.group(2)})
+
+
+def encode_batch(operations: Iterable[tuple[str, str, bytes | None]]) -> bytes:
+    """The body of a ``batch`` transfer (docs/fanout.md, "Wire"): per operation, a record of the op's index in
+    ``OPERATIONS`` (1 byte), the path's UTF-8 length (2 bytes) and the value's length (4 bytes, ``0xFFFFFFFF``:
+    no value), all big-endian, then the path and the value."""
+    parts: list[bytes] = []
+    pack = _RECORD.pack
+    for op, path, value in operations:
+        encoded = path.encode()
+        parts.append(pack(OPERATIONS.index(op), len(encoded), _NO_VALUE if value is None else len(value)))
+        parts.append(encoded)
+        if value is not None:
+            parts.append(value)
+    return b"".join(parts)
+
+
+def decode_batch(body: bytes | memoryview) -> list[tuple[str, str, bytes | None]]:
+    """The operations of a ``batch`` transfer's body, values copied out of ``body``.
+
+    Raises:
+        ValueError: a truncated record or an unknown op.
+    """
+    view = memoryview(body)
+    out: list[tuple[str, str, bytes | None]] = []
+    offset, end, size = 0, len(view), _RECORD.size
+    unpack = _RECORD.unpack_from
+    while offset < end:
+        if offset + size > end:
+            raise ValueError("truncated batch record")
+        index, path_len, value_len = unpack(view, offset)
+        offset += size
+        value_end = offset + path_len + (0 if value_len == _NO_VALUE else value_len)
+        if index >= len(OPERATIONS) or value_end > end:
+            raise ValueError("bad batch record")
+        path = str(view[offset : offset + path_len], "utf-8")
+        value = None if value_len == _NO_VALUE else bytes(view[offset + path_len : value_end])
+        out.append((OPERATIONS[index], path, value))
+        offset = value_end
+    return out
 
 
 def propagates(link_selector: Selector, selector: Selector, replicated: Iterable[str]) -> bool:

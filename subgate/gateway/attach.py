@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from proton import Link
 
-from subgate.engine.fanout import PROPAGATION_ADDRESS, REPLICATE, check_local_change
+from subgate.engine.fanout import PROPAGATION_ADDRESS, REPLICATE, REPLICATE_BATCH, check_local_change
 from subgate.engine.nodes import Queue, Topic
 from subgate.engine.selection import compile_selector
 from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
@@ -223,7 +223,8 @@ class Attacher:
         if REPLICATE in source.capabilities:  # a secondary's fan-out link (gateway.fanout_feed)
             replicated = fetch_selector(address)
             self.authority.check(state, Permission.SELECT_TOPIC, replicated.prefix)
-            self.feeds.open(link, state, replicated, self.authority.readable(state))
+            batched = REPLICATE_BATCH in source.capabilities  # the secondary reads batch transfers
+            self.feeds.open(link, state, replicated, self.authority.readable(state), batched)
             return
         filters = read_filters(source.filters)
         check_selector(filters.selector, self.settings.max_selector_length)

@@ -88,8 +88,10 @@ class Broker:
             settings.endpoint_limits(),
         )
         self.fanout = _mirror(settings, router, self)
+        self.feeds = feeds = ReplicationFeeds(router.topics, settings.fanout_queue_limit)
+        reload = self.housekeeping.refresh_policy
         topic_admin = TopicAdmin(
-            router, self.control, self.lifecycle.remove_topics, self.housekeeping.refresh_policy, self.fanout.status
+            router, self.control, self.lifecycle.remove_topics, reload, self.fanout.status, feeds.status
         )
         store_reports = StoreReports(journal, router.pager.non_durable_after)
         self.server_admin = _server_admin(router, self.connections, self.lifecycle, subscriptions, journal)
@@ -114,7 +116,7 @@ class Broker:
             self.housekeeping,
             self.lifecycle,
             Replays(journal, lambda: router.last_seq),
-            ReplicationFeeds(router.topics),
+            feeds,
             MissingTopics(router, self.authority, self.control, self.fanout),
         )
         self.completions = Completions(journal, self.pipeline)  # claims tokens on the reactor thread

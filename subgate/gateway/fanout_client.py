@@ -13,7 +13,8 @@ receiver's credit is ``max_in_flight``, and is given back only once the reactor 
 more than that many replication messages are ever between the primary's socket and the secondary's tree.
 
 Tuples to the reactor: ``("state", index, generation, state, error)``, ``("message", index, generation, op,
-path, value, ts)``, ``("answer", index, ask_id, outcome, description)`` with outcome ``proceed``, ``cancel``,
+path, value, ts)``, ``("batch", index, generation, [(op, path, value), ...], ts)`` (one transfer of a primary
+that batches), ``("answer", index, ask_id, outcome, description)`` with outcome ``proceed``, ``cancel``,
 ``refused`` or ``lost``.
 """
 
@@ -29,15 +30,18 @@ from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector, LinkOption
 
 from subgate.engine.fanout import (
+    BATCH,
     CONNECTING,
     LOST,
     OP,
     PATH,
     PROPAGATION_ADDRESS,
     REPLICATE,
+    REPLICATE_BATCH,
     SNAPSHOT,
     TIMESTAMP,
     FanoutConfig,
+    decode_batch,
 )
 from subgate.mapping.errors import NOT_FOUND
 
@@ -47,12 +51,13 @@ Deliver = Callable[[tuple[Any, ...]], None]
 
 
 class _Replicate(LinkOption):
-    """The receiver's source capability ``replicate``, pre-settled transfers."""
+    """The receiver's source capabilities ``replicate`` and ``replicate-batch``, pre-settled transfers."""
 
     def apply(self, link: Any) -> None:
         link.source.capabilities.put_array(False, 21)  # an array of symbols
         link.source.capabilities.enter()
         link.source.capabilities.put_symbol(REPLICATE)
+        link.source.capabilities.put_symbol(REPLICATE_BATCH)  # we read batch transfers (docs/fanout.md, "Wire")
         link.source.capabilities.exit()
         link.snd_settle_mode = link.SND_SETTLED
 
@@ -183,9 +188,17 @@ class FanoutClient(MessagingHandler):  # type: ignore[misc]  # proton's handler 
         message: Message = event.message
         props: dict[str, object] = message.properties or {}
         body = message.body  # a memoryview into proton's buffer, reused by the next message: copied here
+        op = props.get(OP)
+        if op == BATCH:  # several operations in one transfer: one item, one hand-off to the reactor
+            try:
+                operations = decode_batch(body) if isinstance(body, bytes | memoryview) else []
+            except ValueError as exc:
+                log.warning("fan-out: %s sent a malformed batch: %s", link.config.url, exc)
+                operations = []
+            self.deliver(("batch", link.index, link.generation, operations, props.get(TIMESTAMP)))
+            return
         value = bytes(body) if isinstance(body, bytes | memoryview) else None
-        item = ("message", link.index, link.generation, props.get(OP), props.get(PATH), value, props.get(TIMESTAMP))
-        self.deliver(item)
+        self.deliver(("message", link.index, link.generation, op, props.get(PATH), value, props.get(TIMESTAMP)))
 
     def on_sendable(self, event: Any) -> None:
         link = self._link_of(event)

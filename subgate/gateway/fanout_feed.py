@@ -7,7 +7,8 @@ configuration):
   is a topic selector. It gets a snapshot — an ``add`` per matching topic its principal may read (READ_TOPIC),
   with the topic's current value as the body — then ``snapshot-end``, then every ``add``, ``update`` (each
   message published to a replicated topic) and ``remove`` as it happens. Messages are sent pre-settled, as far
-  as the secondary's credit goes; the rest waits in order in ``pending``. The attach needs SELECT_TOPIC on the
+  as the secondary's credit goes; the rest waits in ``pending`` (``engine.fanout_queue``: in order up to
+  ``--fanout-queue-limit``, then only the latest value per topic). The attach needs SELECT_TOPIC on the
   selector's path prefix.
 * ``ReplicationFeeds``: the topic-tree watcher (``engine.topic_space.TopicWatcher``) that tells every open
   ``ReplicateLink`` of topics created and removed, removals of remove-with-session included.
@@ -19,14 +20,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
 
-from subgate.engine.fanout import ADD, OP, PATH, REMOVE, SNAPSHOT_END, TIMESTAMP, UPDATE
+from subgate.engine.fanout import (
+    ADD,
+    BATCH,
+    BATCH_BYTES,
+    BATCH_OPERATIONS,
+    OP,
+    PATH,
+    REMOVE,
+    SNAPSHOT_END,
+    TIMESTAMP,
+    UPDATE,
+    encode_batch,
+)
+from subgate.engine.fanout_queue import ReplicationQueue
 from subgate.engine.nodes import Message, Topic
 from subgate.engine.topic_space import TopicSpace
 from subgate.gateway.links import ConnectionState, LinkState
@@ -53,18 +66,27 @@ def encode(op: str, path: str, value: bytes | None) -> bytes:
 class ReplicateLink(LinkState):
     """One secondary's replication of one selector (module docstring)."""
 
-    __slots__ = ("selector", "readable", "feeds", "pending", "watched", "sent", "_tag")
+    __slots__ = ("selector", "readable", "feeds", "pending", "watched", "sent", "batched", "transfers", "_tag")
 
     def __init__(
-        self, link: Link, conn: ConnectionState, selector: Selector, readable: Callable[[str], bool], feeds: Feeds
+        self,
+        link: Link,
+        conn: ConnectionState,
+        selector: Selector,
+        readable: Callable[[str], bool],
+        feeds: Feeds,
+        limit: int = 100_000,
+        batched: bool = False,
     ) -> None:
         super().__init__(link, conn)
         self.selector = selector
         self.readable = readable
         self.feeds = feeds
-        self.pending: deque[tuple[str, str, bytes | None]] = deque()
+        self.pending = ReplicationQueue(limit)
         self.watched: dict[str, Topic] = {}
-        self.sent = 0
+        self.sent = 0  # operations
+        self.transfers = 0
+        self.batched = batched  # the secondary offered ``replicate-batch``
         self._tag = 0
 
     def snapshot(self, space: TopicSpace) -> None:
@@ -72,8 +94,8 @@ class ReplicateLink(LinkState):
         for topic in space.select(self.selector):
             if self.readable(topic.name):
                 self._watch(topic)
-                self.pending.append((ADD, topic.name, topic.current.raw if topic.current is not None else None))
-        self.pending.append((SNAPSHOT_END, "", None))
+                self.pending.push(ADD, topic.name, topic.current.raw if topic.current is not None else None)
+        self.pending.push(SNAPSHOT_END, "", None)
         log.info(
             "fan-out: replicating %r to %r: snapshot of %d topics",
             self.selector.expression,
@@ -89,14 +111,14 @@ class ReplicateLink(LinkState):
     def topic_added(self, topic: Topic) -> None:
         if topic.name not in self.watched and self.selector.matches(topic.name) and self.readable(topic.name):
             self._watch(topic)
-            self.pending.append((ADD, topic.name, topic.current.raw if topic.current is not None else None))
-            self.pump()
+            self.pending.push(ADD, topic.name, topic.current.raw if topic.current is not None else None)
+            self._queued()
 
     def topic_removed(self, topic: Topic) -> None:
         if self.watched.get(topic.name) is topic:
             self._unwatch(topic)
-            self.pending.append((REMOVE, topic.name, None))
-            self.pump()
+            self.pending.push(REMOVE, topic.name, None)
+            self._queued()
 
     def _unwatch(self, topic: Topic) -> None:
         del self.watched[topic.name]
@@ -105,21 +127,53 @@ class ReplicateLink(LinkState):
 
     def forward(self, topic: Topic, message: Message) -> None:
         """A message published to a replicated topic (``Topic.publish``)."""
-        self.pending.append((UPDATE, topic.name, message.raw))
-        self.pump()
+        self.pending.push(UPDATE, topic.name, message.raw)
+        self._queued()
+
+    def _queued(self) -> None:
+        """An operation was queued: sent now, or (a batching secondary) at the end of the reactor's burst of
+        events (``ReplicationFeeds.flush``), so that one transfer carries what the burst produced. A full batch
+        (or the queue's ordered limit, when lower) goes at once."""
+        if not self.batched or len(self.pending) >= min(BATCH_OPERATIONS, self.pending.limit):
+            self.pump()
+        else:
+            self.feeds.dirty.add(self)
 
     def pump(self) -> None:
-        """Send what is pending as far as the credit goes (pre-settled)."""
+        """Send what is pending as far as the credit goes (pre-settled): one operation per transfer, or batches."""
         link = self.link
         pending = self.pending
-        while pending and link.credit > 0 and not self.closed:
-            op, path, value = pending.popleft()
+        while link.credit > 0 and not self.closed:
+            if self.batched:
+                batch = self._take_batch()
+                if not batch:
+                    break
+                body = encode(BATCH, "", encode_batch(batch)) if len(batch) > 1 else encode(*batch[0])
+                self.sent += len(batch)
+            else:
+                item = pending.pop()
+                if item is None:
+                    break
+                body = encode(*item)
+                self.sent += 1
             self._tag += 1
             delivery = link.delivery(f"r{self._tag}")
-            link.send(encode(op, path, value))
+            link.send(body)
             link.advance()
             delivery.settle()
-            self.sent += 1
+            self.transfers += 1
+
+    def _take_batch(self) -> list[tuple[str, str, bytes | None]]:
+        batch: list[tuple[str, str, bytes | None]] = []
+        size = 0
+        pending = self.pending
+        while len(batch) < BATCH_OPERATIONS and size < BATCH_BYTES:
+            item = pending.pop()
+            if item is None:
+                break
+            batch.append(item)
+            size += len(item[1]) + (len(item[2]) if item[2] is not None else 0)
+        return batch
 
     def on_flow(self) -> None:
         self.pump()
@@ -128,6 +182,7 @@ class ReplicateLink(LinkState):
 
     def on_end(self, *, abrupt: bool, closed: bool) -> None:
         self.closed = True
+        self.feeds.dirty.discard(self)
         for topic in list(self.watched.values()):
             self._unwatch(topic)
         self.pending.clear()
@@ -136,23 +191,65 @@ class ReplicateLink(LinkState):
 
 
 class Feeds(Protocol):
+    dirty: set[ReplicateLink]
+
     def forget(self, link: ReplicateLink) -> None: ...
 
 
 class ReplicationFeeds:
     """The open replication links of this server, told of every topic created or removed (module docstring)."""
 
-    def __init__(self, space: TopicSpace) -> None:
+    def __init__(self, space: TopicSpace, limit: int = 100_000) -> None:
         self.space = space
+        self.limit = limit  # --fanout-queue-limit: operations held in order per link before conflating
         self.links: list[ReplicateLink] = []
+        self.dirty: set[ReplicateLink] = set()  # batching links with operations queued in this burst
         space.watchers.append(self)
 
+    def flush(self) -> bool:
+        """The end of a burst of reactor events: send what the batching links queued. True when something was
+        (the reactor processes the events that caused before it waits)."""
+        if not self.dirty:
+            return False
+        dirty, self.dirty = self.dirty, set()
+        for link in dirty:
+            try:
+                link.pump()
+            except Exception:  # noqa: BLE001 - the event loop calls this: one link must not stop it
+                log.exception(
+                    "fan-out: replication of %r to %r failed", link.selector.expression, link.conn.container_id
+                )
+                link.link.close()
+        return True
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per open replication link (``$management`` type ``fanout``, ``feeds``): the secondary, the selector,
+        the operations sent and pending, and how many were folded into a later value (conflation)."""
+        return [
+            {
+                "secondary": link.conn.container_id,
+                "selector": link.selector.expression,
+                "sent": link.sent,
+                "transfers": link.transfers,
+                "batched": link.batched,
+                "pending": len(link.pending),
+                "conflated": link.pending.folded,
+                "credit": link.link.credit,
+            }
+            for link in self.links
+        ]
+
     def open(
-        self, link: Link, conn: ConnectionState, selector: Selector, readable: Callable[[str], bool]
+        self,
+        link: Link,
+        conn: ConnectionState,
+        selector: Selector,
+        readable: Callable[[str], bool],
+        batched: bool = False,
     ) -> ReplicateLink:
         """Answer a ``replicate`` attach (its principal may select the selector's prefix) and start the
-        snapshot."""
-        replicate = ReplicateLink(link, conn, selector, readable, self)
+        snapshot; ``batched``: the secondary offered ``replicate-batch``."""
+        replicate = ReplicateLink(link, conn, selector, readable, self, self.limit, batched)
         self.links.append(replicate)
         self.space.topic_branches.append(selector)
         conn.adopt(replicate)

@@ -151,6 +151,12 @@ class FanoutMirror:
             if kind == "message":
                 _, index, generation, op, path, value, ts = item
                 self._message(self.links[index], generation, op, path, value, ts)
+                applied[(index, generation)] = applied.get((index, generation), 0) + 1  # credit: one per transfer
+            elif kind == "batch":
+                _, index, generation, operations, ts = item
+                link = self.links[index]
+                for op, path, value in operations:
+                    self._message(link, generation, op, path, value, ts)
                 applied[(index, generation)] = applied.get((index, generation), 0) + 1
             elif kind == "state":
                 _, index, generation, state, error = item

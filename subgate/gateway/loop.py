@@ -11,8 +11,10 @@ Here the loop reads the raw event type first and takes these fast paths:
   call of ``Broker.raw_delivery_event`` with the C delivery (which wraps it only when it needs to).
 - ``PN_LINK_FLOW`` on a link the broker knows: ``Broker.link_flow`` with the link's state.
 - ``PN_TRANSPORT`` (output is pending) on a transport ``ServerIO`` knows: it is marked for the next flush.
-- An empty collector: ``ServerIO.wait_for_io`` (flush, wait for sockets and timers) is called directly, where
-  proton pushes a ``REACTOR_QUIESCED`` event through the collector and dispatches it to the same place.
+- An empty collector: ``ReplicationFeeds.flush`` first (work deferred to the end of a burst: fan-out batches; when it
+  made events, they are processed first), then ``ServerIO.wait_for_io`` (flush, wait for sockets and timers) is
+  called directly, where proton pushes a ``REACTOR_QUIESCED`` event through the collector and dispatches it to
+  the same place.
 
 Every other event (connection, session and link endpoints, timers, selectables, application events from
 other threads) goes the way ``Container.process`` sends it, with the same handler look-up and the same
@@ -114,6 +116,8 @@ class EventLoop:
 
     def _on_empty(self) -> bool:
         """The collector ran empty: wait for I/O and timers, or wind the container down. False when it is done."""
+        if self._broker.feeds.flush():  # end-of-burst work (replication batches) made events: process them first
+            return True
         container = self._container
         self._garbage.collect_if_due()  # between bursts, on this thread only (gateway.garbage)
         if not container._stop and (container._timers > 0 or container._selectables > 1):

@@ -77,6 +77,12 @@ class Settings:
         "Seconds a subscribe or fetch waits for a silent missing-topic handler before it proceeds.",
         minimum=0.01,
     )
+    fanout_queue_limit: int = setting(
+        100_000,
+        "Replication messages a primary holds in order for a secondary that is behind (its fan-out credit used up); "
+        "past it, only the latest value of each topic waits (docs/fanout.md).",
+        minimum=0,
+    )
     policy_refresh_interval: float = setting(
         2.0, "Seconds between re-reads of users, roles and grants from the store.", flag="--policy-refresh", minimum=0.1
     )

@@ -49,8 +49,10 @@ class TopicAdmin:
         remove_topics: Callable[[list[Topic]], list[str]],
         reload_permissions: Callable[[], None],
         fanout_status: Callable[[], list[dict[str, Any]]] = list,
+        feeds_status: Callable[[], list[dict[str, Any]]] = list,
     ) -> None:
         self.fanout_status = fanout_status
+        self.feeds_status = feeds_status
         self.router = router
         self.control = control
         self.remove_topics = remove_topics
@@ -61,7 +63,7 @@ class TopicAdmin:
         if request.type == FANOUT_TYPE:
             if request.operation not in ("QUERY", "READ"):
                 return Response(501, f"unknown operation {request.operation!r} for type 'fanout'")
-            return Response(200, "OK", {"links": self.fanout_status()})
+            return Response(200, "OK", {"links": self.fanout_status(), "feeds": self.feeds_status()})
         if request.type == PERMISSIONS_TYPE:
             if request.operation != "RELOAD":
                 return Response(501, f"unknown operation {request.operation!r} for type 'permissions'")

@@ -10,13 +10,13 @@ its reconnection timeout; a restarted primary's snapshot reconciles; ``subgate f
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import threading
 
 import pytest
 from proton import Message
 from proton.utils import LinkDetached, SendException
+from sqlalchemy import text
 
 from subgate.cli.management import ManagementClient, ManagementError
 from subgate.mapping.permissions import PRINCIPAL
@@ -30,8 +30,9 @@ from tests.support.control import ControlClient, handler_counts
 from tests.support.fanout import create, fanout_flags, paths, status, wait_live
 from tests.support.jms import DURABLE, JmsWire
 from tests.support.polling import eventually
+from tests.support.pytest_postgres import unique_database_name
 from tests.support.rhea import messages_of, run_rhea
-from tests.support.server import subgate_command
+from tests.support.server import stop_servers_using, subgate_command
 
 
 def publish(server, path: str, *bodies: str) -> None:
@@ -40,18 +41,39 @@ def publish(server, path: str, *bodies: str) -> None:
     conn.close()
 
 
-@pytest.fixture
-def pair(make_server):
-    primary = make_server(None, "--name", "primary-1")
+def start_pair(make_server, primary_store: str | None = None, secondary_store: str | None = None):
+    primary = make_server(primary_store, "--name", "primary-1")
     create(primary, "A", "A/B", "A/C", "other/x")
     publish(primary, "A/B", "b0")
-    secondary = make_server(None, *fanout_flags(f"{primary.url}=A//", name="secondary-1"))
+    secondary = make_server(secondary_store, *fanout_flags(f"{primary.url}=A//", name="secondary-1"))
     wait_live(secondary, 3)
     return primary, secondary
 
 
-def test_snapshot_then_updates_reach_subscribers_fetches_and_selectors_at_the_secondary(pair):
-    primary, secondary = pair
+@pytest.fixture
+def pair(make_server):
+    return start_pair(make_server)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stored_pair(request, make_server):
+    """A primary and its secondary, each on a store of its own: SQLite files, or two PostgreSQL databases."""
+    if request.param == "sqlite":
+        yield start_pair(make_server)
+        return
+    cluster = request.getfixturevalue("postgres_cluster")
+    names = [unique_database_name(f"fanout_{role}") for role in ("primary", "secondary")]
+    urls = [cluster.create_database(name) for name in names]
+    try:
+        yield start_pair(make_server, *urls)
+    finally:
+        for url, name in zip(urls, names, strict=True):
+            stop_servers_using(url)  # before the drop
+            cluster.drop_database(name)
+
+
+def test_snapshot_then_updates_reach_subscribers_fetches_and_selectors_at_the_secondary(stored_pair):
+    primary, secondary = stored_pair
     assert paths(secondary) == ["A", "A/B", "A/C"]  # other/x is outside the selector
     conn = connect(secondary.url)
     assert fetched(conn, "A/B") == ["b0"]  # the current value came with the snapshot
@@ -123,8 +145,8 @@ def test_a_lost_link_keeps_its_replicas_until_its_reconnect_timeout(make_server,
     assert paths(secondary) == ["A", "A/B"] and status(secondary)[0]["reconnects"] == 1
 
 
-def test_a_restarted_primary_snapshot_reconciles_adds_updates_and_removes(pair):
-    primary, secondary = pair
+def test_a_restarted_primary_snapshot_reconciles_adds_updates_and_removes(stored_pair):
+    primary, secondary = stored_pair
     conn = connect(secondary.url)
     watcher = receiver(conn, "A/B", "topic")
     primary.stop()
@@ -184,8 +206,8 @@ def test_rhea_as_the_control_client_at_the_primary(make_server):
     }  # fmt: skip
 
 
-def test_a_durable_subscription_at_the_secondary_journals_what_replication_brings(pair):
-    primary, secondary = pair
+def test_a_durable_subscription_at_the_secondary_journals_what_replication_brings(stored_pair):
+    primary, secondary = stored_pair
     with JmsWire.connect(secondary.address, client_id="app") as jms:
         session = jms.session()
         sub = session.consumer("A/C", DURABLE, name="s")
@@ -200,9 +222,13 @@ def test_a_durable_subscription_at_the_secondary_journals_what_replication_bring
 
 
 def _journaled(server, address: str) -> int:
-    path = server.store_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as db:
-        return int(db.execute("select count(*) from messages where address = ?", (address,)).fetchone()[0])
+    engine = make_engine(server.store_url)
+    try:
+        with engine.connect() as db:
+            query = text("select count(*) from messages where address = :address")
+            return int(db.execute(query, {"address": address}).scalar_one())
+    finally:
+        engine.dispose()
 
 
 def test_the_primary_checks_select_and_read_of_the_fan_out_principal(make_server, tmp_path):

@@ -6,9 +6,15 @@ from __future__ import annotations
 import pytest
 
 from subgate.engine.fanout import (
+    ADD,
+    REMOVE,
+    SNAPSHOT_END,
+    UPDATE,
     FanoutConfigError,
     LagWindow,
     check_local_change,
+    decode_batch,
+    encode_batch,
     make_config,
     parse_spec,
     propagates,
@@ -73,3 +79,19 @@ def test_the_lag_window_keeps_the_last_span_seconds():
         window.add(second, lag)
     assert window.figures(2) == (3.0, 5.0)
     assert window.figures(61.5) == (3.0, 3.0)  # the first two fell out of the window
+
+
+def test_a_batch_body_carries_operations_with_and_without_values_and_refuses_a_truncated_one():
+    operations = [
+        (ADD, "A/B", b"\x00\x53\x77value"),
+        (UPDATE, "A/\u00e9", b""),
+        (REMOVE, "A/C", None),
+        (SNAPSHOT_END, "", None),
+    ]
+    body = encode_batch(operations)
+    assert decode_batch(body) == operations
+    assert decode_batch(memoryview(body)) == operations
+    with pytest.raises(ValueError):
+        decode_batch(body[:-3])
+    with pytest.raises(ValueError):
+        decode_batch(b"\x09\x00\x00\xff\xff\xff\xff")  # an unknown op
