@@ -28,9 +28,10 @@ from cproton import (
 )
 from proton import Condition, Connection, Delivery, Link
 
-from subgate.engine import codec
+from subgate.engine import backlog, codec
 from subgate.engine.codec import AnnotationMemo
 from subgate.engine.duplicates import PUBLISHER_SEQ
+from subgate.engine.memory import HighWater
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
@@ -107,8 +108,9 @@ class LinkState:
         """The node of ``nodes`` (keyed by the id of the node or of a queue it owns) this link uses, if any."""
         return None
 
-    def on_unblocked(self, queue: Queue) -> None:
-        """``queue`` drained below its low-water mark after withholding credit (engine.memory)."""
+    def on_unblocked(self, node: Queue | Topic | None) -> None:
+        """``node`` drained below its low-water mark after withholding credit (engine.memory, engine.backlog); or,
+        None, the server's memory did (engine.memory.HighWater)."""
 
     def on_tick(self) -> None:
         """The housekeeping's periodic pass."""
@@ -125,7 +127,9 @@ class Receiving(Protocol):
 class Inbound(LinkState):
     """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
 
-    __slots__ = ("node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations")
+    __slots__ = (
+        "node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations", "gauge",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -134,9 +138,11 @@ class Inbound(LinkState):
         node: Queue | Topic | None,
         window: int,
         pipeline: Receiving | None = None,
+        gauge: HighWater | None = None,
     ) -> None:
         super().__init__(link, conn)
         self.pipeline = pipeline
+        self.gauge = gauge or HighWater()  # the server's memory (engine.memory): above its mark, no credit
         self.node = node
         self.publisher_id = f"{conn.container_id}/{link.name}"
         self.pending = 0  # deliveries waiting for their journal commit
@@ -157,8 +163,8 @@ class Inbound(LinkState):
         node = self.node
         return None if node is None else nodes.get(id(node))
 
-    def on_unblocked(self, queue: Queue) -> None:
-        if self.node is queue:
+    def on_unblocked(self, node: Queue | Topic | None) -> None:
+        if node is None or self.node is node:
             self.top_up()
 
     def on_tick(self) -> None:
@@ -166,12 +172,15 @@ class Inbound(LinkState):
             log.warning("publisher link %r: credit count had drifted; resynchronised", self.link.name)
 
     def top_up(self) -> None:
-        """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
-        full under the policy ``block`` (engine.memory: the broker tops it up again when the queue drains)."""
+        """Keep credit + pending at the window, in steps of at least half of it; none while the link's node is
+        full under the policy ``block`` (engine.memory, engine.backlog) or, but on a link to ``$management``, the
+        server's memory is above its high-water mark: the broker tops it up again when they drain."""
         missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
             node = self.node
-            if node is not None and node.blocked:
+            if (self.gauge.blocked and not self.service) or (
+                node is not None and (node.blocked or backlog.withholds(node))
+            ):
                 return
             self.link.flow(missing)
             self.credit += missing

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from subgate.engine import codec
 from subgate.engine.address_rules import AddressRules
-from subgate.engine.memory import MemoryLimit
+from subgate.engine.backlog import BacklogLimit
+from subgate.engine.memory import HighWater, MemoryLimit
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import Catalog, NewMessage
@@ -110,6 +111,8 @@ class Router:
             settings.memory_limit_bytes,
             settings.memory_full_policy,
             settings.max_groups,
+            BacklogLimit(settings.max_backlog_messages, settings.backlog_full_policy),
+            HighWater(settings.memory_high_water),
         )
         self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter)  # dead letters, expiry
 

@@ -145,6 +145,25 @@ class Settings:
         "further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
         choices=("block", "fail"),
     )
+    # Per durable queue and durable subscription: the messages it may hold, journaled ones too (engine.backlog).
+    max_backlog_messages: int = setting(
+        0,
+        "Messages a durable queue or durable subscription may hold, in memory or paged out to the journal (0: no "
+        "limit; the journal is on disk).",
+        minimum=0,
+    )
+    backlog_full_policy: str = setting(
+        "block",
+        "A durable queue or subscription at --max-backlog-messages: block (no more credit for its publishers, a "
+        "topic's included, until it drains to 80 %) or fail (reject further messages as resource-limit-exceeded).",
+        choices=("block", "fail"),
+    )
+    memory_high_water: int = setting(
+        1 << 30,
+        "Bytes of message bodies held in memory by all queues and subscriptions at which every publisher link gets "
+        "no more credit until they drop to 80 % of it (0: no mark).",
+        minimum=0,
+    )
     max_groups: int = setting(
         100_000,
         "Message groups (JMSXGroupID) a queue remembers the consumer of; past it the least recently used group is "
