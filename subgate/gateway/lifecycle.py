@@ -141,7 +141,11 @@ class Lifecycle:
             return
         container_id = request.container_id
         state = ConnectionState(
-            connection, container_id, channel.user if channel else None, channel.peer if channel else None
+            connection,
+            container_id,
+            channel.user if channel else None,
+            channel.peer if channel else None,
+            self.housekeeping.settings.max_connection_output,
         )
         connection._sg = state
         refuse = self._refusal(state, channel.refusal if channel is not None else None, request.desired_capabilities)

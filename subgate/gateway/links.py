@@ -56,9 +56,14 @@ _OUTCOME_NAMES: dict[Any, str] = {
 class ConnectionState:
     """What the broker tracks per AMQP connection."""
 
-    __slots__ = ("connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms")
+    __slots__ = (
+        "connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms", "output",
+        "output_limit", "parked",
+    )  # fmt: skip
 
-    def __init__(self, connection: Connection, container_id: str, user: str | None, peer: object) -> None:
+    def __init__(
+        self, connection: Connection, container_id: str, user: str | None, peer: object, output_limit: int = 1 << 62
+    ) -> None:
         self.connection = connection
         self.container_id = container_id
         self.user = user
@@ -68,6 +73,23 @@ class ConnectionState:
         self.counted = False
         self.id = 0  # numbered by ``lifecycle.Connections.add`` (the operator's handle: ``subgate connections``)
         self.opened_ms = int(time.time() * 1000)
+        # Bytes of transfers handed to proton that the socket has not taken (added by ``Outbound.deliver``, set
+        # to the truth by ``gateway.channel_io`` after each write); past ``output_limit`` its consumers are
+        # ``parked`` (no more messages) until the socket takes half of it: a consumer that stops reading its
+        # socket does not make the server buffer for it without bound.
+        self.output = 0
+        self.output_limit = output_limit
+        self.parked: list[Outbound] = []
+
+    def output_taken(self, pending: int) -> None:
+        """The socket has taken all but ``pending`` bytes of this connection's output: parked consumers go on
+        once that is down to half the limit."""
+        self.output = pending
+        if self.parked and pending <= self.output_limit // 2:
+            parked, self.parked = self.parked, []
+            for outbound in parked:
+                if not outbound.closed:
+                    outbound.on_flow()  # reads the link's credit again and takes messages
 
     def adopt(self, link_state: LinkState) -> None:
         """``link_state`` is now the state of its proton link (found by ``gateway.loop`` from the link) and one
@@ -270,6 +292,10 @@ class Outbound(LinkState):
         pn_link_send(impl, raw)
         pn_link_advance(impl)
         self.credit -= 1
+        conn = self.conn
+        conn.output += len(raw)
+        if conn.output > conn.output_limit:
+            self.park()
         if self.presettled:
             pn_delivery_settle(delivery)
             self.queue.discard_delivered(message)
@@ -285,6 +311,21 @@ class Outbound(LinkState):
         link.advance()
         delivery.settle()
         self.credit -= 1
+        conn = self.conn
+        conn.output += len(message.raw)
+        if conn.output > conn.output_limit:
+            self.park()
+
+    def usable_credit(self) -> int:
+        """The link's credit, or 0 while it is parked behind its connection's socket (``park``)."""
+        parked = self.conn.parked
+        return 0 if parked and self in parked else self.link.credit
+
+    def park(self) -> None:
+        """Its connection's socket is behind (ConnectionState.output): no more messages until it catches up."""
+        self.credit = 0
+        if self not in self.conn.parked:
+            self.conn.parked.append(self)
 
 
 class Lookup(LinkState):

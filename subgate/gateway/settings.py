@@ -164,6 +164,12 @@ class Settings:
         "no more credit until they drop to 80 % of it (0: no mark).",
         minimum=0,
     )
+    max_connection_output: int = setting(
+        4 * 1024 * 1024,
+        "Bytes of transfers the server buffers for one connection's socket; past it the connection's consumers get "
+        "no more messages until the socket has taken half of them (a consumer that stops reading costs no more).",
+        minimum=64 * 1024,
+    )
     max_groups: int = setting(
         100_000,
         "Message groups (JMSXGroupID) a queue remembers the consumer of; past it the least recently used group is "
