@@ -29,7 +29,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from subgate.engine.backlog import NO_BACKLOG_LIMIT
+from subgate.engine.backlog import NO_BACKLOG_LIMIT, BacklogLimit
 from subgate.engine.groups import GroupTable
 from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
 from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
@@ -40,6 +40,18 @@ from subgate.mapping.address_settings import DEFAULTS, EXPIRED, MAX_DELIVERY_ATT
 from subgate.mapping.outcomes import Settlement
 
 _MAX_HELD_PASSED = 1000  # messages waiting for their group's owner that one dispatch walks past
+
+
+def limit_backlog(queue: Queue, limit: BacklogLimit) -> None:
+    """Set a durable queue's backlog limit (engine.backlog; a temporary queue has none), and whether it is full
+    under it now."""
+    if not queue.durable:
+        return
+    queue.backlog, queue._backlog_at = limit, (limit.full_at(), limit.resume_at())
+    if queue.backlog_full and queue.depth <= queue._backlog_at[1]:
+        _backlog_changed(queue, False)
+    elif not queue.backlog_full and queue.depth >= queue._backlog_at[0]:
+        _backlog_changed(queue, True)
 
 
 def _backlog_changed(queue: Queue, full: bool) -> None:
@@ -123,8 +135,8 @@ class Queue:
         self._full_count, self._full_bytes = limit.full_at()
         self._resume_count, self._resume_bytes = limit.resume_at()
         self.gauge = limit.gauge
-        if self.durable and limit.backlog is not None:
-            self.backlog, self._backlog_at = limit.backlog, (limit.backlog.full_at(), limit.backlog.resume_at())
+        if limit.backlog is not None:
+            limit_backlog(self, limit.backlog)
 
     # -- state ---------------------------------------------------------------------------------------------
     @property

@@ -106,15 +106,17 @@ class Router:
         self._committed_early: set[int] = set()
         self.modes = NodeModes(settings)
         self.publisher_marks = catalog.publishers  # high-water marks at start-up (engine.duplicates)
+        backlog = BacklogLimit(settings.max_backlog_messages, settings.backlog_full_policy)
         self.memory_limit = MemoryLimit(
             settings.memory_limit_messages,
             settings.memory_limit_bytes,
             settings.memory_full_policy,
             settings.max_groups,
-            BacklogLimit(settings.max_backlog_messages, settings.backlog_full_policy),
+            backlog,
             HighWater(settings.memory_high_water),
         )
-        self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter)  # dead letters, expiry
+        # Dead letters, expiry, and the backlog limit per queue name pattern.
+        self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter, backlog)
 
     # -- the journal, for the reactor's handlers ------------------------------------------------------------
     def journal_message(self, record: NewMessage, token: object) -> None:

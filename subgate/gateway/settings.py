@@ -194,7 +194,8 @@ class Settings:
         'Comma-separated PATTERN:key=value;key=value entries (TOML: [address_settings."PATTERN"] tables): per '
         "queue name pattern (Artemis wildcards # and *), max_delivery_attempts (10), dead_letter_address (DLQ), "
         "expiry_address (ExpiryQueue), auto_create_dead_letter_resources, redelivery_delay (ms), "
-        "redelivery_delay_multiplier, max_redelivery_delay, auto_create_queues and more: docs/jms.md.",
+        "redelivery_delay_multiplier, max_redelivery_delay, auto_create_queues, max_backlog_messages, "
+        "backlog_full_policy and more: docs/jms.md.",
     )
     http: str = setting(
         "",

@@ -128,3 +128,13 @@ def test_block_on_a_topic_stops_its_publishers_until_the_durable_subscription_dr
     durable.flow(len(rest))
     assert receive_bodies(durable, len(rest)) == bodies[len(first) : len(first) + len(rest)]
     conn.close()
+
+
+def test_address_settings_set_the_limit_and_policy_per_queue_name_pattern(make_server):
+    server = make_server(None, "--address-settings", "capped.#:max_backlog_messages=5;backlog_full_policy=fail")
+    conn = connect(server.url)
+    capped, free = sender(conn, "capped.a"), sender(conn, "free.a")
+    answers = [outcome(conn, capped, Message(body=i, durable=True)) for i in range(6)]
+    assert answers == ["accepted"] * 5 + [FULL]
+    assert [outcome(conn, free, Message(body=i, durable=True)) for i in range(8)] == ["accepted"] * 8  # no limit
+    conn.close()

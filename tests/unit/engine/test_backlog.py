@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 
 from subgate.engine import backlog
+from subgate.engine.address_rules import AddressRules
 from subgate.engine.backlog import BacklogLimit
 from subgate.engine.memory import BLOCK, FAIL, Answer, HighWater, MemoryLimit, Sender
 from subgate.engine.nodes import Queue, Topic
+from subgate.mapping.address_settings import AddressSettingsError
 from tests.unit.engine.test_memory import ACCEPT, Taker, msg
 
 
@@ -107,3 +109,17 @@ def test_the_gauge_counts_every_body_held_and_releases_at_the_low_water_mark():
     assert gauge.blocked and not released  # 90 bytes: above the low-water mark
     queue.settle(taker.got[1], ACCEPT, taker)
     assert not gauge.blocked and released == [True] and gauge.bytes == 80  # down to 80 %
+
+
+def test_address_settings_change_the_servers_limit_per_pattern_and_check_the_policy():
+    rules = AddressRules(("capped.#:max_backlog_messages=3", "loose.#:backlog_full_policy=fail"), ".", BacklogLimit(9))
+    capped, loose, other = (durable(0) for _ in range(3))
+    capped.name = capped.address = "capped.a"
+    loose.name = loose.address = "loose.a"
+    for queue in (capped, loose, other):
+        rules.govern(queue)
+    assert capped.backlog == BacklogLimit(3, BLOCK)
+    assert loose.backlog == BacklogLimit(9, FAIL)
+    assert other.backlog == BacklogLimit(9, BLOCK)
+    with pytest.raises(AddressSettingsError, match="block or fail"):
+        AddressRules(("x:backlog_full_policy=drop",))
