@@ -17,8 +17,8 @@ A topic subscription's queue never stops its topic's publishers: the copy for a 
 (and counted), so one slow subscriber does not stop the others' messages (JMS NON_PERSISTENT is at most once).
 
 The server's memory high-water mark (``HighWater``, one per server, carried by the one ``MemoryLimit`` every queue
-gets): the bytes of the message bodies all queues hold in memory, journaled or not (a message in several queues
-counts once per queue, so the figure is an upper bound), and of the sends held by open transactions. From the
+gets): the bytes of the message bodies all queues hold in memory, journaled or not (a message shared by several
+queues counts once: ``Message.holders``), and of the sends held by open transactions. From the
 high-water mark until they drop to the low-water mark (80 % of it) every publisher link gets no more credit.
 
 Pure Python, no I/O; everything here runs on the reactor thread.

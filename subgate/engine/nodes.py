@@ -218,10 +218,12 @@ class Queue:
             self.dispatch()
 
     def _take(self, message: Message, failures: int) -> None:
-        gauge = self.gauge
-        gauge.bytes += len(message.raw)
-        if gauge.bytes >= gauge.high:
-            gauge.blocked = True
+        message.holders += 1
+        if message.holders == 1:  # shared by several queues, it is in memory once
+            gauge = self.gauge
+            gauge.bytes += len(message.raw)
+            if gauge.bytes >= gauge.high:
+                gauge.blocked = True
         if message.journaled:
             pages = self.pages
             if message.seq > pages.last_journaled and not (pages.kept and message.seq in pages.kept):
@@ -409,10 +411,12 @@ class Queue:
         self._failures.pop(seq, None)
         self._declined.pop(seq, None)
         size = len(message.raw)
-        gauge = self.gauge
-        gauge.bytes -= size
-        if gauge.blocked and gauge.bytes <= gauge.low:
-            gauge.release()
+        message.holders -= 1
+        if not message.holders:
+            gauge = self.gauge
+            gauge.bytes -= size
+            if gauge.blocked and gauge.bytes <= gauge.low:
+                gauge.release()
         if self.backlog_full and self.depth <= self._backlog_at[1]:
             _backlog_changed(self, False)
         if message.journaled:

@@ -123,3 +123,17 @@ def test_address_settings_change_the_servers_limit_per_pattern_and_check_the_pol
     assert other.backlog == BacklogLimit(9, BLOCK)
     with pytest.raises(AddressSettingsError, match="block or fail"):
         AddressRules(("x:backlog_full_policy=drop",))
+
+
+def test_a_message_shared_by_several_subscriptions_counts_once_on_the_gauge():
+    gauge = HighWater(1000)
+    topic = Topic("t")
+    first, second = durable(0, gauge=gauge), durable(0, gauge=gauge)
+    topic.subscribe(first)
+    topic.subscribe(second)
+    topic.publish(msg(1, size=100))
+    assert gauge.bytes == 100
+    first.purge()
+    assert gauge.bytes == 100  # the other subscription still holds it
+    second.purge()
+    assert gauge.bytes == 0
