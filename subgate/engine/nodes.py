@@ -47,10 +47,10 @@ def limit_backlog(queue: Queue, limit: BacklogLimit) -> None:
     under it now."""
     if not queue.durable:
         return
-    queue.backlog, queue._backlog_at = limit, (limit.full_at(), limit.resume_at())
-    if queue.backlog_full and queue.depth <= queue._backlog_at[1]:
+    queue.backlog, queue._backlog_limit, queue._backlog_resume = limit, limit.messages, limit.resume_at()
+    if queue.backlog_full and queue.depth <= queue._backlog_resume:
         _backlog_changed(queue, False)
-    elif not queue.backlog_full and queue.depth >= queue._backlog_at[0]:
+    elif not queue.backlog_full and queue.depth >= limit.full_at():
         _backlog_changed(queue, True)
 
 
@@ -111,7 +111,8 @@ class Queue:
         self.blocked = False  # publisher links get no credit (policy block, from the limit to the low-water mark)
         self.on_unblocked: Callable[[Queue], None] | None = None
         self.gauge = NO_LIMIT.gauge
-        self.backlog, self.backlog_full, self._backlog_at = NO_BACKLOG_LIMIT, False, (UNLIMITED, UNLIMITED)
+        self.backlog, self.backlog_full = NO_BACKLOG_LIMIT, False
+        self._backlog_limit, self._backlog_resume = 0, UNLIMITED  # 0: none
         self.on_backlog: Callable[[Queue, bool], None] | None = None  # a subscription's topic (engine.backlog)
         self.dropped_count = 0  # topic copies not taken because the queue was full
         self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
@@ -185,7 +186,8 @@ class Queue:
     def push(self, message: Message, failures: int = 0, *, kept: bool = False) -> None:
         """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging).
         ``kept``: recovery loads it beyond the first page because its priority overtakes that page (PageWindow)."""
-        if not self.backlog_full and self._backlog_at[0] < UNLIMITED and self.depth + 1 >= self._backlog_at[0]:
+        limit = self._backlog_limit
+        if limit and not self.backlog_full and self.depth + 1 >= limit:
             _backlog_changed(self, True)
         if kept:
             self.pages.kept.add(message.seq)
@@ -199,7 +201,7 @@ class Queue:
         """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
         if self.pages.recover(after, upto, count):
             self.pages.request(self)
-        if not self.backlog_full and self.depth >= self._backlog_at[0]:
+        if self._backlog_limit and not self.backlog_full and self.depth >= self._backlog_limit:
             _backlog_changed(self, True)
 
     def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
@@ -218,8 +220,9 @@ class Queue:
             self.dispatch()
 
     def _take(self, message: Message, failures: int) -> None:
-        message.holders += 1
-        if message.holders == 1:  # shared by several queues, it is in memory once
+        holders = message.holders
+        message.holders = holders + 1
+        if not holders:  # shared by several queues, it is in memory once
             gauge = self.gauge
             gauge.bytes += len(message.raw)
             if gauge.bytes >= gauge.high:
@@ -411,13 +414,14 @@ class Queue:
         self._failures.pop(seq, None)
         self._declined.pop(seq, None)
         size = len(message.raw)
-        message.holders -= 1
-        if not message.holders:
+        holders = message.holders - 1
+        message.holders = holders
+        if not holders:
             gauge = self.gauge
             gauge.bytes -= size
             if gauge.blocked and gauge.bytes <= gauge.low:
                 gauge.release()
-        if self.backlog_full and self.depth <= self._backlog_at[1]:
+        if self.backlog_full and self.depth <= self._backlog_resume:
             _backlog_changed(self, False)
         if message.journaled:
             if record and self.cursor is not None:
@@ -454,7 +458,7 @@ class Queue:
         if paged and self.cursor is not None:
             self.cursor.acks_since_low_water += 1
         self.pages.stop()
-        if self.backlog_full and self.depth <= self._backlog_at[1]:
+        if self.backlog_full and self.depth <= self._backlog_resume:
             _backlog_changed(self, False)
         return len(chosen) + paged
 
