@@ -16,15 +16,25 @@ The policy says what a full queue does (docs/architecture.md, "Memory limit"):
 A topic subscription's queue never stops its topic's publishers: the copy for a full subscription is dropped
 (and counted), so one slow subscriber does not stop the others' messages (JMS NON_PERSISTENT is at most once).
 
+The server's memory high-water mark (``HighWater``, one per server, carried by the one ``MemoryLimit`` every queue
+gets): the bytes of the message bodies all queues hold in memory, journaled or not (a message shared by several
+queues counts once: ``Message.holders``), and of the sends held by open transactions. From the
+high-water mark until they drop to the low-water mark (80 % of it) every publisher link gets no more credit.
+
 Pure Python, no I/O; everything here runs on the reactor thread.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from subgate.engine.groups import DEFAULT_MAX_GROUPS
+
+if TYPE_CHECKING:
+    from subgate.engine.backlog import BacklogLimit
 
 BLOCK = "block"
 FAIL = "fail"
@@ -59,6 +69,36 @@ WITHHOLDS_CREDIT = {BLOCK: True, FAIL: False}
 RESUME_PERCENT = 80  # a blocked queue gives credit again once it holds at most this share of the limit
 
 
+class HighWater:
+    """The server's count of message bytes held in memory, against its high-water mark (see the module docstring).
+    Queues add and take away inline (``engine.nodes``: no call per message); ``drop`` is for the rest."""
+
+    __slots__ = ("bytes", "high", "low", "blocked", "on_unblocked")
+
+    def __init__(self, high: int = 0) -> None:
+        self.bytes = 0
+        self.high = high or UNLIMITED
+        self.low = high * RESUME_PERCENT // 100 if high else UNLIMITED
+        self.blocked = False  # from the high-water mark down to the low-water mark: no credit for publishers
+        self.on_unblocked: Callable[[], None] | None = None
+
+    def add(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes >= self.high:
+            self.blocked = True
+
+    def drop(self, size: int) -> None:
+        self.bytes -= size
+        if self.blocked and self.bytes <= self.low:
+            self.release()
+
+    def release(self) -> None:
+        """Down to the low-water mark: publishers get credit again."""
+        self.blocked = False
+        if self.on_unblocked is not None:
+            self.on_unblocked()
+
+
 @dataclass(frozen=True)
 class MemoryLimit:
     """A queue's limit on messages held in memory only: ``messages`` and ``bytes`` (0: none), and the policy; and
@@ -68,6 +108,8 @@ class MemoryLimit:
     bytes: int = 0
     policy: str = BLOCK
     groups: int = DEFAULT_MAX_GROUPS
+    backlog: BacklogLimit | None = None  # durable queues only (engine.backlog; None: no limit)
+    gauge: HighWater = field(default_factory=HighWater, compare=False)  # the server's, shared by every queue
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

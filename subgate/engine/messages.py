@@ -27,6 +27,7 @@ class Message:
         "annotations",
         "group",
         "group_seq",
+        "holders",
     )
 
     def __init__(
@@ -57,6 +58,7 @@ class Message:
         self.annotations = annotations
         self.group = group  # JMSXGroupID (engine.groups)
         self.group_seq = group_seq  # JMSXGroupSeq as the uint on the wire
+        self.holders = 0  # queues holding it in memory: its bytes count once on the server's gauge (engine.memory)
 
     def as_journaled(self, journaled: bool, raw: bytes | None = None) -> Message:
         """The same message marked as in the journal or not (with ``raw``, its bytes as journaled: the bookmark

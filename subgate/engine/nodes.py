@@ -1,4 +1,4 @@
-"""Queues and topics in memory: ordering, competing consumers, fan-out, redelivery, expiry and delay.
+"""Queues in memory: ordering, competing consumers, redelivery, expiry and delay (topics: ``engine.topic_node``).
 
 Owns the per-node message state and the dispatch loop. It imports nothing from proton or the store: consumers
 are any object with the ``Consumer`` shape (the gateway's outbound links), and durable queues report removals
@@ -17,10 +17,10 @@ gateway reads the page on the journal thread and hands the rows back to ``page_l
 up to ``horizon()`` is in memory; a browser (``engine.browsing``) reads what lies beyond through ``on_browse``,
 without changing any of this. Why and the ordering argument: docs/architecture.md, "Paging".
 
-Memory limit: a queue counts the messages it holds that are not in the journal (they cannot page) and their
-bytes, from ``_take`` to ``_discard``; ``admits`` answers whether one more may come (the rule and the policy:
-``engine.memory``), and under the policy ``block`` the queue is ``blocked`` from the limit until it drains to
-the low-water mark, when ``on_unblocked`` tells the gateway to give its publishers credit again.
+Limits, counted from ``_take`` to ``_discard``: the messages not in the journal and their bytes (``admits``:
+``engine.memory``; under ``block`` the queue is ``blocked`` until it drains, then ``on_unblocked``), every body's
+bytes on the server's ``HighWater`` gauge, and a durable queue's depth against its backlog limit (``backlog_full``
+and ``on_backlog``: ``engine.backlog``).
 """
 
 from __future__ import annotations
@@ -29,15 +29,38 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+from subgate.engine.backlog import NO_BACKLOG_LIMIT, BacklogLimit
 from subgate.engine.groups import GroupTable
 from subgate.engine.memory import NO_LIMIT, UNLIMITED, Answer, MemoryLimit, Sender, answer
 from subgate.engine.messages import ALL, Consumer, Cursor, Message, now_ms
 from subgate.engine.pages import PageWindow
+from subgate.engine.topic_node import Topic
 from subgate.engine.waiting import Waiting
 from subgate.mapping.address_settings import DEFAULTS, EXPIRED, MAX_DELIVERY_ATTEMPTS, REJECTED, AddressSettings
 from subgate.mapping.outcomes import Settlement
 
 _MAX_HELD_PASSED = 1000  # messages waiting for their group's owner that one dispatch walks past
+
+
+def limit_backlog(queue: Queue, limit: BacklogLimit) -> None:
+    """Set a durable queue's backlog limit (engine.backlog; a temporary queue has none), and whether it is full
+    under it now."""
+    if not queue.durable:
+        return
+    queue.backlog, queue._backlog_limit, queue._backlog_resume = limit, limit.messages, limit.resume_at()
+    if queue.backlog_full and queue.depth <= queue._backlog_resume:
+        _backlog_changed(queue, False)
+    elif not queue.backlog_full and queue.depth >= limit.full_at():
+        _backlog_changed(queue, True)
+
+
+def _backlog_changed(queue: Queue, full: bool) -> None:
+    """``queue`` reached its backlog limit, or drained to its resume mark (engine.backlog)."""
+    queue.backlog_full = full
+    if queue.on_backlog is not None:
+        queue.on_backlog(queue, full)
+    if not full and queue.backlog.blocks and queue.on_unblocked is not None:
+        queue.on_unblocked(queue)
 
 
 def _offers(declined: dict[int, set[int]], message: Message, consumer: Consumer) -> bool:
@@ -87,6 +110,10 @@ class Queue:
         self._full_count = self._full_bytes = self._resume_count = self._resume_bytes = UNLIMITED
         self.blocked = False  # publisher links get no credit (policy block, from the limit to the low-water mark)
         self.on_unblocked: Callable[[Queue], None] | None = None
+        self.gauge = NO_LIMIT.gauge
+        self.backlog, self.backlog_full = NO_BACKLOG_LIMIT, False
+        self._backlog_limit, self._backlog_resume = 0, UNLIMITED  # 0: none
+        self.on_backlog: Callable[[Queue, bool], None] | None = None  # a subscription's topic (engine.backlog)
         self.dropped_count = 0  # topic copies not taken because the queue was full
         self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
         self.messages_out = 0  # deliveries sent to consumers (redeliveries included)
@@ -108,6 +135,9 @@ class Queue:
         self.memory = limit
         self._full_count, self._full_bytes = limit.full_at()
         self._resume_count, self._resume_bytes = limit.resume_at()
+        self.gauge = limit.gauge
+        if limit.backlog is not None:
+            limit_backlog(self, limit.backlog)
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
@@ -156,6 +186,9 @@ class Queue:
     def push(self, message: Message, failures: int = 0, *, kept: bool = False) -> None:
         """Enqueue a new (or recovered) message and dispatch; a journaled one may be left to the journal (paging).
         ``kept``: recovery loads it beyond the first page because its priority overtakes that page (PageWindow)."""
+        limit = self._backlog_limit
+        if limit and not self.backlog_full and self.depth + 1 >= limit:
+            _backlog_changed(self, True)
         if kept:
             self.pages.kept.add(message.seq)
         elif message.journaled and self.pages.limit and self.pages.leaves_out(message, self.waiting):
@@ -168,6 +201,8 @@ class Queue:
         """Recovery: journaled messages above ``after`` up to ``upto`` (about ``count``) were not loaded."""
         if self.pages.recover(after, upto, count):
             self.pages.request(self)
+        if self._backlog_limit and not self.backlog_full and self.depth >= self._backlog_limit:
+            _backlog_changed(self, True)
 
     def page_loaded(self, rows: list[tuple[Message, int]], after: int, reached: int) -> None:
         """The answer to ``on_page``: the messages (with failure counts), in order, of this queue's journal rows
@@ -185,6 +220,13 @@ class Queue:
             self.dispatch()
 
     def _take(self, message: Message, failures: int) -> None:
+        holders = message.holders
+        message.holders = holders + 1
+        if not holders:  # shared by several queues, it is in memory once
+            gauge = self.gauge
+            gauge.bytes += len(message.raw)
+            if gauge.bytes >= gauge.high:
+                gauge.blocked = True
         if message.journaled:
             pages = self.pages
             if message.seq > pages.last_journaled and not (pages.kept and message.seq in pages.kept):
@@ -371,12 +413,22 @@ class Queue:
         seq = message.seq
         self._failures.pop(seq, None)
         self._declined.pop(seq, None)
+        size = len(message.raw)
+        holders = message.holders - 1
+        message.holders = holders
+        if not holders:
+            gauge = self.gauge
+            gauge.bytes -= size
+            if gauge.blocked and gauge.bytes <= gauge.low:
+                gauge.release()
+        if self.backlog_full and self.depth <= self._backlog_resume:
+            _backlog_changed(self, False)
         if message.journaled:
             if record and self.cursor is not None:
                 self.cursor.discarded(seq)
             return
         self._memory_count -= 1
-        self._memory_bytes -= len(message.raw)
+        self._memory_bytes -= size
         if self.blocked and self._memory_count <= self._resume_count and self._memory_bytes <= self._resume_bytes:
             self.blocked = False
             if self.on_unblocked is not None:
@@ -406,89 +458,9 @@ class Queue:
         if paged and self.cursor is not None:
             self.cursor.acks_since_low_water += 1
         self.pages.stop()
+        if self.backlog_full and self.depth <= self._backlog_resume:
+            _backlog_changed(self, False)
         return len(chosen) + paged
-
-
-class Topic:
-    """A publish-subscribe node: every subscription queue gets the message (if its filter takes it and it is not
-    full: ``Queue.offer``)."""
-
-    kind = "topic"
-    blocked = False  # a topic never withholds its publishers' credit (engine.memory)
-    confirm_on_receipt = False  # publisher mode store_send_noconfirm (mapping.branch_modes; set by the router)
-
-    def __init__(self, name: str, *, durable: bool = True) -> None:
-        self.name = name
-        self.durable = durable
-        self.subscriptions: list[Queue] = []
-        self.filters: dict[int, Callable[[Message], bool]] = {}
-        self.durable_subscriptions = 0  # while above zero, messages are journaled whatever the journal mode
-        self.journal_mode = "persistent"  # what the journal keeps for replay (mapping.branch_modes; set by the router)
-        self.paging_subscriptions = 0  # durable subscription queues paging now (queue_paging keeps count)
-        self.current: Message | None = None  # the last message published (a topic's current value)
-        # Subscriptions with the source capability ``live``: a journaled message reaches them before its commit.
-        self.live: set[int] = set()
-        self.messages_in = 0  # routed here by a publisher (gateway.publish), for /metrics
-        self._retired_out = 0  # deliveries of subscriptions that left (messages_out)
-        # Fan-out (docs/fanout.md): the replication links that forward each message published here, and on a
-        # secondary the primary this topic is a replica of (None: a local topic).
-        self.feeds: list[Callable[[Topic, Message], None]] = []
-        self.replica_of: str | None = None
-
-    @property
-    def messages_out(self) -> int:
-        """Deliveries sent to consumers by this topic's subscriptions, those that left included."""
-        if not self.subscriptions:
-            return self._retired_out
-        return self._retired_out + sum(queue.messages_out for queue in self.subscriptions)
-
-    def subscribe(self, queue: Queue, accepts: Callable[[Message], bool] | None = None, *, live: bool = False) -> None:
-        self.subscriptions.append(queue)
-        self._retired_out -= queue.messages_out  # a queue coming back: what it sent counts once
-        if accepts is not None:
-            self.filters[id(queue)] = accepts
-        if live:
-            self.live.add(id(queue))
-
-    def queue_paging(self, started: bool) -> None:
-        """A durable subscription queue's ``on_paging``: while one pages, non-persistent messages to this topic
-        are journaled too (docs/architecture.md, "Paging")."""
-        self.paging_subscriptions += 1 if started else -1
-
-    def unsubscribe(self, queue: Queue) -> None:
-        if queue in self.subscriptions:
-            self.subscriptions.remove(queue)
-            self._retired_out += queue.messages_out
-        self.filters.pop(id(queue), None)
-        self.live.discard(id(queue))
-
-    def publish(self, message: Message, *, committed: bool = False) -> int:
-        """Route to every matching subscription (once ``committed``, not to the live ones: they had it from
-        ``publish_live``); returns how many took it."""
-        self.current = message
-        if self.feeds:
-            for feed in self.feeds:
-                feed(self, message)
-        taken = 0
-        filters = self.filters
-        live = self.live if committed else None
-        for queue in self.subscriptions:
-            if live and id(queue) in live:
-                continue
-            accepts = filters.get(id(queue)) if filters else None
-            if (accepts is None or accepts(message)) and queue.offer(message):
-                taken += 1
-        return taken
-
-    def publish_live(self, message: Message) -> None:
-        """A journaled message on its way to the journal, to the live subscriptions only (AMPS's live option)."""
-        filters = self.filters
-        live = self.live
-        for queue in self.subscriptions:
-            if id(queue) in live:
-                accepts = filters.get(id(queue)) if filters else None
-                if accepts is None or accepts(message):
-                    queue.offer(message)
 
 
 __all__ = ["ALL", "Consumer", "Cursor", "Message", "Queue", "Topic", "now_ms"]

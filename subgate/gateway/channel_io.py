@@ -292,6 +292,7 @@ class ChannelIO:
             channel = dirty.pop()
             try:
                 self._flush(channel)
+                _output_taken(channel)
             except Exception:
                 self._fail(channel, "writing its output")
 
@@ -366,3 +367,23 @@ class ChannelIO:
             return 0.0
         self._dirty.add(channel)
         return float(transport.tick(now))
+
+
+def _output_taken(channel: Channel) -> None:
+    """After a write: tell the connection how much of its output its socket has not taken yet
+    (``ConnectionState.output_taken``: consumers parked behind a slow socket go on once it catches up)."""
+    state = getattr(channel.connection, "_sg", None)
+    transport = channel.transport
+    if state is not None and state.output and transport is not None and not channel.closed:
+        state.output_taken(_unsent(transport, channel.connection) + len(channel.outgoing))
+
+
+def _unsent(transport: Transport, connection: Any) -> int:
+    """Bytes of a connection's output not written yet: framed in the transport, or still in its sessions'
+    deliveries (held back by the peer's session window)."""
+    unsent = max(transport.pending(), 0)
+    session = connection.session_head(0) if connection is not None else None
+    while session is not None:
+        unsent += session.outgoing_bytes
+        session = session.next(0)
+    return unsent

@@ -130,7 +130,7 @@ class FetchConsumer(Outbound):
         self.closer = closer
 
     def on_flow(self) -> None:
-        self.credit = self.link.credit
+        self.credit = self.usable_credit()
         values = self.values
         while values and self.credit > 0:
             self.deliver_copy(values.popleft())
@@ -167,7 +167,7 @@ class BrowserConsumer(Outbound):
             self.closer.close_link(self, Condition(INTERNAL_ERROR, "internal error; see the server log"))
 
     def on_flow(self) -> None:
-        self.credit = self.link.credit
+        self.credit = self.usable_credit()
         self.browse()
 
     def browse(self) -> None:
@@ -185,7 +185,7 @@ class BrowserConsumer(Outbound):
         link = self.link
         if link.drain_mode and link.credit > 0 and not browser.reading:
             link.drained()
-        self.credit = link.credit
+        self.credit = self.usable_credit()
 
     def on_end(self, *, abrupt: bool, closed: bool) -> None:
         self.browser.close()  # a page read still on its way is dropped when it comes back

@@ -3,8 +3,9 @@
 Owns scheduling a callback on the container (every handler's timers go through ``schedule``), the periodic
 pass (expiry of due messages, publisher credit resynchronisation, low-water marks of durable queues, the
 policy refresh, the journal's retention passes: ``gateway.retention``), and watching nodes: a queue's
-scheduled deliveries get a timer, and a queue that withheld credit (memory policy ``block``) gives its publisher
-links credit again when it drains.
+scheduled deliveries get a timer, and a queue or topic that withheld credit (memory or backlog policy ``block``)
+gives its publisher links credit again when it drains, as does the server once its memory is below the low-water
+mark (``engine.memory.HighWater``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Housekeeping:
             self.retention = Retention(
                 settings.retention, settings.retention_interval, journal, self.schedule, router.pager.non_durable_after
             )
+        router.memory_limit.gauge.on_unblocked = lambda: self._unblocked(None)
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         schedule(self.container, delay, callback)
@@ -88,10 +90,13 @@ class Housekeeping:
 
     # -- watched nodes ---------------------------------------------------------------------------------------
     def watch_node(self, node: Queue | Topic) -> None:
-        """A node in service: a queue's scheduled deliveries get timers, its unblocking gives credit back."""
+        """A node in service: a queue's scheduled deliveries get timers, its unblocking gives credit back (a
+        topic's too: engine.backlog)."""
         if isinstance(node, Queue):
             if node.on_schedule is None:
                 self.watch_schedule(node)
+            node.on_unblocked = self._unblocked
+        else:
             node.on_unblocked = self._unblocked
 
     def watch_schedule(self, queue: Queue) -> None:
@@ -113,8 +118,9 @@ class Housekeeping:
         if due is not None:  # messages held before the queue was watched (recovered at start-up)
             on_schedule(due)
 
-    def _unblocked(self, queue: Queue) -> None:
-        """A queue that withheld credit (policy block) drained to its low-water mark: its publisher links get
-        credit again. Rare (once per fill and drain), so a pass over the links is cheap enough."""
+    def _unblocked(self, node: Queue | Topic | None) -> None:
+        """A node that withheld credit (policy block) drained to its low-water mark, or (None) the server's memory
+        did: its (every) publisher links get credit again. Rare (once per fill and drain), so a pass over the
+        links is cheap enough."""
         for link_state in self.links():
-            link_state.on_unblocked(queue)
+            link_state.on_unblocked(node)

@@ -152,6 +152,7 @@ class Lifecycle:
             channel.peer if channel else None,
             lambda topic: router.node(topic.name) is topic,
             self.limits,
+            self.housekeeping.settings.max_connection_output,
         )
         connection._sg = state
         refuse = self._refusal(state, channel.refusal if channel is not None else None, request.desired_capabilities)

@@ -28,10 +28,11 @@ from cproton import (
 )
 from proton import Condition, Connection, Delivery, Link
 
-from subgate.engine import codec
+from subgate.engine import backlog, codec
 from subgate.engine.codec import AnnotationMemo
 from subgate.engine.duplicates import PUBLISHER_SEQ
 from subgate.engine.endpoint_limits import CreatedTopics, EndpointLimits, sendable
+from subgate.engine.memory import HighWater
 from subgate.engine.nodes import Message, Queue, Topic
 from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
@@ -58,7 +59,7 @@ class ConnectionState:
 
     __slots__ = (
         "connection", "container_id", "user", "links", "closed", "peer", "counted", "id", "opened_ms", "sessions",
-        "topics", "limits",
+        "topics", "limits", "output", "output_limit", "parked",
     )  # fmt: skip
 
     def __init__(
@@ -69,6 +70,7 @@ class ConnectionState:
         peer: object,
         topic_exists: Callable[[Topic], bool],
         limits: EndpointLimits,
+        output_limit: int = 1 << 62,
     ) -> None:
         self.connection = connection
         self.limits = limits  # what it may hold (engine.endpoint_limits)
@@ -83,6 +85,23 @@ class ConnectionState:
         self.sessions = 0  # open sessions counted against max-sessions-per-connection (gateway.lifecycle)
         # Topics this connection created that may still exist (max-topics-per-connection, engine.endpoint_limits).
         self.topics: CreatedTopics[Topic] = CreatedTopics(topic_exists)
+        # Bytes of transfers handed to proton that the socket has not taken (added by ``Outbound.deliver``, set
+        # to the truth by ``gateway.channel_io`` after each write); past ``output_limit`` its consumers are
+        # ``parked`` (no more messages) until the socket takes half of it: a consumer that stops reading its
+        # socket does not make the server buffer for it without bound.
+        self.output = 0
+        self.output_limit = output_limit
+        self.parked: list[Outbound] = []
+
+    def output_taken(self, pending: int) -> None:
+        """The socket has taken all but ``pending`` bytes of this connection's output: parked consumers go on
+        once that is down to half the limit."""
+        self.output = pending
+        if self.parked and pending <= self.output_limit // 2:
+            parked, self.parked = self.parked, []
+            for outbound in parked:
+                if not outbound.closed:
+                    outbound.on_flow()  # reads the link's credit again and takes messages
 
     def adopt(self, link_state: LinkState) -> None:
         """``link_state`` is now the state of its proton link (found by ``gateway.loop`` from the link) and one
@@ -123,8 +142,9 @@ class LinkState:
         """The node of ``nodes`` (keyed by the id of the node or of a queue it owns) this link uses, if any."""
         return None
 
-    def on_unblocked(self, queue: Queue) -> None:
-        """``queue`` drained below its low-water mark after withholding credit (engine.memory)."""
+    def on_unblocked(self, node: Queue | Topic | None) -> None:
+        """``node`` drained below its low-water mark after withholding credit (engine.memory, engine.backlog); or,
+        None, the server's memory did (engine.memory.HighWater)."""
 
     def on_tick(self) -> None:
         """The housekeeping's periodic pass."""
@@ -141,7 +161,9 @@ class Receiving(Protocol):
 class Inbound(LinkState):
     """A publisher: the client's sender, our receiver. ``node`` is None on an anonymous-relay link."""
 
-    __slots__ = ("node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations")
+    __slots__ = (
+        "node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations", "gauge",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -150,9 +172,11 @@ class Inbound(LinkState):
         node: Queue | Topic | None,
         window: int,
         pipeline: Receiving | None = None,
+        gauge: HighWater | None = None,
     ) -> None:
         super().__init__(link, conn)
         self.pipeline = pipeline
+        self.gauge = gauge or HighWater()  # the server's memory (engine.memory): above its mark, no credit
         self.node = node
         self.publisher_id = f"{conn.container_id}/{link.name}"
         self.pending = 0  # deliveries waiting for their journal commit
@@ -173,8 +197,8 @@ class Inbound(LinkState):
         node = self.node
         return None if node is None else nodes.get(id(node))
 
-    def on_unblocked(self, queue: Queue) -> None:
-        if self.node is queue:
+    def on_unblocked(self, node: Queue | Topic | None) -> None:
+        if node is None or self.node is node:
             self.top_up()
 
     def on_tick(self) -> None:
@@ -182,12 +206,15 @@ class Inbound(LinkState):
             log.warning("publisher link %r: credit count had drifted; resynchronised", self.link.name)
 
     def top_up(self) -> None:
-        """Keep credit + pending at the window, in steps of at least half of it; none while the link's queue is
-        full under the policy ``block`` (engine.memory: the broker tops it up again when the queue drains)."""
+        """Keep credit + pending at the window, in steps of at least half of it; none while the link's node is
+        full under the policy ``block`` (engine.memory, engine.backlog) or, but on a link to ``$management``, the
+        server's memory is above its high-water mark: the broker tops it up again when they drain."""
         missing = self.window - self.credit - self.pending
         if missing >= self.window // 2 and not self.closed:
             node = self.node
-            if node is not None and node.blocked:
+            if (self.gauge.blocked and not self.service) or (
+                node is not None and (node.blocked or backlog.withholds(node))
+            ):
                 return
             self.link.flow(missing)
             self.credit += missing
@@ -227,8 +254,9 @@ class Outbound(LinkState):
         self.held = False
 
     def room(self) -> int:
-        """What the link may be sent now: the client's credit, up to what the unsettled limit leaves."""
-        credit = self.link.credit
+        """What the link may be sent now: the client's credit (0 while parked behind its connection's socket), up
+        to what the unsettled limit leaves."""
+        credit = self.usable_credit()
         room = sendable(credit, len(self.unsettled), self.max_unsettled)
         self.held = room < credit
         return room
@@ -300,6 +328,10 @@ class Outbound(LinkState):
         pn_link_send(impl, raw)
         pn_link_advance(impl)
         self.credit -= 1
+        conn = self.conn
+        conn.output += len(raw)
+        if conn.output > conn.output_limit:
+            self.park()
         if self.presettled:
             pn_delivery_settle(delivery)
             self.queue.discard_delivered(message)
@@ -319,6 +351,21 @@ class Outbound(LinkState):
         link.advance()
         delivery.settle()
         self.credit -= 1
+        conn = self.conn
+        conn.output += len(message.raw)
+        if conn.output > conn.output_limit:
+            self.park()
+
+    def usable_credit(self) -> int:
+        """The link's credit, or 0 while it is parked behind its connection's socket (``park``)."""
+        parked = self.conn.parked
+        return 0 if parked and self in parked else self.link.credit
+
+    def park(self) -> None:
+        """Its connection's socket is behind (ConnectionState.output): no more messages until it catches up."""
+        self.credit = 0
+        if self not in self.conn.parked:
+            self.conn.parked.append(self)
 
 
 class Lookup(LinkState):

@@ -6,7 +6,8 @@ Owns the straight chain every published message goes through, on the reactor thr
 1. **receive**: read a complete transfer on a publisher link (size limit, aborted transfers), find its node
    (the link's, or the anonymous relay's ``to``), decode its envelope;
 2. **prepare**: ``Router.prepare`` numbers it and, for a journaled destination, makes its row;
-3. **admit**: a queue's memory limit for messages held outside the journal (``engine.memory``);
+3. **admit**: a queue's memory limit for messages held outside the journal (``engine.memory``), and a durable
+   queue's or topic subscription's backlog limit (``engine.backlog``);
 4. **submit**: hand its row to the journal with a ``Publication`` (the one token type of this pipeline), or
    hand the message to its transaction (``gateway.transacting``, which journals and routes at the discharge);
 5. **on_committed**: the journal's answer comes back on the reactor (``gateway.completions``): the commit is
@@ -27,7 +28,7 @@ from typing import NamedTuple
 
 from proton import Condition, Delivery, Link
 
-from subgate.engine import codec
+from subgate.engine import backlog, codec
 from subgate.engine.duplicates import PublisherMarks, publisher_identity
 from subgate.engine.fanout import check_local_change
 from subgate.engine.memory import Answer, Sender, describe
@@ -109,7 +110,7 @@ class Publishing:
     # -- links -----------------------------------------------------------------------------------------------
     def open_publisher(self, link: Link, state: ConnectionState, node: Node | None) -> Inbound:
         """A publisher link's state, with the whole credit window granted once the attach is answered."""
-        return Inbound(link, state, node, self.settings.credit_window, self)
+        return Inbound(link, state, node, self.settings.credit_window, self, self.router.memory_limit.gauge)
 
     def open_coordinator(self, link: Link, state: ConnectionState) -> CoordinatorLink:
         """A transaction coordinator link's state (mapping doc §6.1); ``start_coordinator`` grants its credit."""
@@ -170,6 +171,8 @@ class Publishing:
         ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending, identity)
         if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
             reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
+        elif node.backlog_full and (full := backlog.refusal(node, self._sender(node, inbound))) is not None:
+            reject(delivery, RESOURCE_LIMIT, full)
         elif txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
             self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
@@ -184,7 +187,11 @@ class Publishing:
         """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?
         Below the limit: two compares. A transaction's send is judged when it is sent (enlisted), not at the
         discharge, so the transfer itself is rejected."""
-        return queue.admits(Sender.LINK if inbound.node is queue else Sender.RELAY) is Answer.TAKE
+        return queue.admits(self._sender(queue, inbound)) is Answer.TAKE
+
+    @staticmethod
+    def _sender(node: Node, inbound: Inbound) -> Sender:
+        return Sender.LINK if inbound.node is node else Sender.RELAY
 
     def _relay_node(self, env: codec.Envelope, state: ConnectionState) -> Node:
         if not env.to:

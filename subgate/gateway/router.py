@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from subgate.engine import codec
 from subgate.engine.address_rules import AddressRules
+from subgate.engine.backlog import BacklogLimit
 from subgate.engine.endpoint_limits import CreatedTopics, EndpointLimits
-from subgate.engine.memory import MemoryLimit
+from subgate.engine.memory import HighWater, MemoryLimit
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import Catalog, NewMessage
@@ -115,13 +116,17 @@ class Router:
         self._committed_early: set[int] = set()
         self.modes = NodeModes(settings)
         self.publisher_marks = catalog.publishers  # high-water marks at start-up (engine.duplicates)
+        backlog = BacklogLimit(settings.max_backlog_messages, settings.backlog_full_policy)
         self.memory_limit = MemoryLimit(
             settings.memory_limit_messages,
             settings.memory_limit_bytes,
             settings.memory_full_policy,
             settings.max_groups,
+            backlog,
+            HighWater(settings.memory_high_water),
         )
-        self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter)  # dead letters, expiry
+        # Dead letters, expiry, and the backlog limit per queue name pattern.
+        self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter, backlog)
         self.endpoint_limits = settings.endpoint_limits()
 
     # -- the journal, for the reactor's handlers ------------------------------------------------------------

@@ -183,6 +183,31 @@ class Settings:
         "further such messages with amqp:resource-limit-exceeded). Topic subscriptions drop the copy.",
         choices=("block", "fail"),
     )
+    # Per durable queue and durable subscription: the messages it may hold, journaled ones too (engine.backlog).
+    max_backlog_messages: int = setting(
+        0,
+        "Messages a durable queue or durable subscription may hold, in memory or paged out to the journal (0: no "
+        "limit; the journal is on disk).",
+        minimum=0,
+    )
+    backlog_full_policy: str = setting(
+        "block",
+        "A durable queue or subscription at --max-backlog-messages: block (no more credit for its publishers, a "
+        "topic's included, until it drains to 80 %) or fail (reject further messages as resource-limit-exceeded).",
+        choices=("block", "fail"),
+    )
+    memory_high_water: int = setting(
+        1 << 30,
+        "Bytes of message bodies held in memory by all queues and subscriptions at which every publisher link gets "
+        "no more credit until they drop to 80 % of it (0: no mark).",
+        minimum=0,
+    )
+    max_connection_output: int = setting(
+        4 * 1024 * 1024,
+        "Bytes of transfers the server buffers for one connection's socket; past it the connection's consumers get "
+        "no more messages until the socket has taken half of them (a consumer that stops reading costs no more).",
+        minimum=64 * 1024,
+    )
     max_groups: int = setting(
         100_000,
         "Message groups (JMSXGroupID) a queue remembers the consumer of; past it the least recently used group is "
@@ -207,7 +232,8 @@ class Settings:
         'Comma-separated PATTERN:key=value;key=value entries (TOML: [address_settings."PATTERN"] tables): per '
         "queue name pattern (Artemis wildcards # and *), max_delivery_attempts (10), dead_letter_address (DLQ), "
         "expiry_address (ExpiryQueue), auto_create_dead_letter_resources, redelivery_delay (ms), "
-        "redelivery_delay_multiplier, max_redelivery_delay, auto_create_queues and more: docs/jms.md.",
+        "redelivery_delay_multiplier, max_redelivery_delay, auto_create_queues, max_backlog_messages, "
+        "backlog_full_policy and more: docs/jms.md.",
     )
     http: str = setting(
         "",

@@ -9,9 +9,11 @@ cursor so their backlog survives restarts. Which action an attach takes is decid
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
+from subgate.engine import backlog
 from subgate.engine.nodes import Message, Queue, Topic, now_ms
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import StoredMessage, SubscriptionRecord
@@ -215,6 +217,8 @@ class Subscriptions:
         if selector is None:
             self._pager.attach(sub.queue, cursor_id, sub.topic.name, accepts, replaying=replaying)
             sub.queue.on_paging = sub.topic.queue_paging
+            if sub.queue.durable:
+                sub.queue.on_backlog = functools.partial(backlog.subscription_changed, sub.topic)
             return
         self._pager.attach(
             sub.queue, cursor_id, selector.prefix, selected(selector, readable, accepts), replaying=replaying,

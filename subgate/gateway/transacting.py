@@ -67,6 +67,7 @@ class Transacting:
         if ingest.record is not None:
             self.router.submitted(ingest.record.id)  # holds every low-water mark below it until the discharge
         txn.sends.append((ingest, node, publisher_id))
+        self.router.memory_limit.gauge.add(len(ingest.message.raw))  # held in memory until the discharge
         transactional_accept(delivery, txn.txn_id)
 
     def enlist_ack(self, out: Outbound, delivery: Delivery, message: Message) -> None:
@@ -169,6 +170,7 @@ class Transacting:
                 behind = True
 
     def _committed(self, txn: Transaction) -> None:
+        self._release(txn)  # the queues count them from here
         for ingest, node, _ in txn.sends:
             if ingest.record is not None:
                 self.router.committed(ingest.message.seq)
@@ -178,11 +180,18 @@ class Transacting:
                 queue.cursor.acks_since_low_water += 1
             queue.settle(message, settlement, None, recorded=True)
 
+    def _release(self, txn: Transaction) -> None:
+        """The transaction's sends leave its memory (engine.memory.HighWater)."""
+        size = sum(len(ingest.message.raw) for ingest, _, _ in txn.sends)
+        if size:
+            self.router.memory_limit.gauge.drop(size)
+
     def _rollback(self, txn: Transaction) -> None:
         """Discard the sends; return the acknowledged messages with delivery-count + 1 (mapping §6.4)."""
         for ingest, _, _ in txn.sends:
             if ingest.record is not None:
                 self.router.committed(ingest.message.seq)
+        self._release(txn)
         txn.sends.clear()
         for queue, message, _ in txn.acks:
             queue.settle(message, ROLLED_BACK, None)

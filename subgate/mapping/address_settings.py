@@ -20,6 +20,7 @@ from typing import Any
 
 MAX_DELIVERY_ATTEMPTS = "max-delivery-attempts"  # the reasons a message leaves for its dead letter address
 REJECTED = "rejected"
+BACKLOG_POLICIES = ("block", "fail")
 EXPIRED = "expired"
 
 
@@ -42,6 +43,10 @@ class AddressSettings:
     redelivery_delay_multiplier: float = 1.0  # each further failure multiplies the delay
     max_redelivery_delay: int = 0  # ms; 0: ten times redelivery_delay (as Artemis)
     auto_create_queues: bool = True  # a consumer or browser of an unknown name creates the queue
+    # A durable queue's or durable subscription's backlog limit (engine.backlog): -1 / '' take the server's
+    # --max-backlog-messages / --backlog-full-policy (as Artemis' max-size-bytes and address-full-policy).
+    max_backlog_messages: int = -1
+    backlog_full_policy: str = ""
 
     def redelivery_wait(self, failures: int) -> int:
         """Milliseconds a message waits after its ``failures``-th failed delivery before it is offered again."""
@@ -126,7 +131,10 @@ def _value(pattern: str, key: str, text: Any) -> Any:
             return float(text)
     except ValueError:
         raise AddressSettingsError(f"address settings {pattern!r}: {key} = {text!r} is not a {kind.__name__}") from None
-    return str(text).strip()
+    value = str(text).strip()
+    if key == "backlog_full_policy" and value not in BACKLOG_POLICIES:
+        raise AddressSettingsError(f"address settings {pattern!r}: backlog_full_policy must be block or fail")
+    return value
 
 
 def parse_entries(texts: tuple[str, ...], delimiter: str = ".") -> tuple[Entry, ...]:
