@@ -16,7 +16,7 @@ def _cost(pattern: str, escape: str | None = None) -> int:
 
 
 def test_a_decimal_literal_too_long_for_int_is_out_of_range_not_a_value_error():
-    # Found by the atheris jms target's first run: int() refuses more than 4,300 digits with a plain ValueError.
+    # Found while writing the atheris jms target: int() refuses more than 4,300 digits with a plain ValueError.
     with pytest.raises(SelectorError, match="out of range for a long"):
         parse("n = " + "1" * 5000)
     with pytest.raises(SelectorError, match="out of range for a long"):
