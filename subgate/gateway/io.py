@@ -219,6 +219,7 @@ class ServerIO:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
         deadline), and handle what is ready. ``gateway.loop`` calls this whenever the collector runs empty."""
         container = self._container
+        self._io.release_ended()
         self.flush_dirty()
         timeout = self._timeout(container)
         try:
