@@ -65,7 +65,7 @@ from subgate.mapping.addresses import (
 from subgate.mapping.bookmarks import ReplayRequest, Start
 from subgate.mapping.errors import DECODE_ERROR, INTERNAL_ERROR, INVALID_FIELD, NOT_FOUND, NOT_IMPLEMENTED, Refused
 from subgate.mapping.filters import FilterRequest, read_filters
-from subgate.mapping.names import CONTROL_PREFIX, check_link_name, check_selector, check_terminus, split_prefix
+from subgate.mapping.names import CONTROL_PREFIX, bounded, check_link_name, check_selector, check_terminus, split_prefix
 from subgate.mapping.permissions import Permission
 from subgate.mapping.selectors import SelectorError
 from subgate.mapping.subscriptions import (
@@ -92,7 +92,8 @@ def _compile(selector: str | None) -> Callable[[bytes], bool] | None:
     try:
         return compile_selector(selector)
     except SelectorError as exc:
-        raise Refused(INVALID_FIELD, f"invalid JMS selector {selector!r}: {exc}") from None
+        shown = bounded(selector or "", 80)  # the reason must fit the description, whatever the selector's length
+        raise Refused(INVALID_FIELD, f"invalid JMS selector {shown!r}: {exc}") from None
 
 
 class Attacher:

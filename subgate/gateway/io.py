@@ -30,7 +30,7 @@ from proton.reactor import Container
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
 from subgate.engine.login_throttle import LoginThrottle
 from subgate.engine.transport_policy import TransportRules
-from subgate.gateway.channel_io import ChannelIO
+from subgate.gateway.channel_io import ChannelIO, release_ended
 from subgate.gateway.channels import Channel, RateLimitedLog
 from subgate.gateway.sasl import CredentialsReceived
 
@@ -219,6 +219,7 @@ class ServerIO:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
         deadline), and handle what is ready. ``gateway.loop`` calls this whenever the collector runs empty."""
         container = self._container
+        release_ended(self._io.ended)
         self.flush_dirty()
         timeout = self._timeout(container)
         try:

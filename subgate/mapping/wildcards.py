@@ -34,7 +34,9 @@ def diffusion_selector(address: str, delimiter: str = ".") -> str:
     """The Diffusion full-path selector that selects the topics ``address`` (an Artemis wildcard) matches."""
     sep = re.escape(delimiter)
     any_char = "[^/]"
-    one_word = f"(?:(?!{sep}){any_char})+"  # one word: no delimiter, no "/"
+    # One word: no delimiter, no "/". Topic regexes are RE2 (topics.regex), which has no lookahead, so a
+    # one-character delimiter (Artemis' is a char) is a class; a longer one keeps the lookahead and is refused.
+    one_word = f"[^/{sep}]+" if len(delimiter) == 1 else f"(?:(?!{sep}){any_char})+"
     words: list[str] = []
     for word in address.split(delimiter):
         if not (word == ANY_WORDS and words and words[-1] == ANY_WORDS):  # "#.#" is "#"

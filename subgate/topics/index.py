@@ -42,11 +42,11 @@ Not thread-safe: the caller owns it from one thread, as it owns the tree.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeAlias, TypeVar
 
 from subgate.topics.paths import SEPARATOR, split_path
+from subgate.topics.regex import Regex
 from subgate.topics.selectors import PathSelector, Qualifier, Selector, SelectorSet, SplitPathSelector, as_selector
 
 K = TypeVar("K", bound=Hashable)
@@ -61,7 +61,7 @@ class _Node(Generic[K]):
 
     def __init__(self) -> None:
         self.children: dict[str, _Node[K]] = {}
-        self.patterns: dict[str, tuple[re.Pattern[str], _Node[K]]] = {}
+        self.patterns: dict[str, tuple[Regex, _Node[K]]] = {}
         # dicts used as ordered sets: an empty dict is smaller than an empty set, and most buckets stay empty
         self.exact: dict[K, None] = {}
         self.below: dict[K, None] = {}
@@ -92,7 +92,7 @@ class _Node(Generic[K]):
         if not is_regex:
             return self.children.setdefault(label, _Node())
         if label not in self.patterns:
-            self.patterns[label] = (re.compile(label), _Node())  # compiles: the selector compiled it already
+            self.patterns[label] = (Regex(label), _Node())  # compiles: the selector compiled it already
         return self.patterns[label][1]
 
     def drop_child(self, edge: _Edge) -> None:

@@ -11,7 +11,7 @@ Expressions (the first character says the type):
 | ``>a/b``            | path        | the topic ``a/b``                                                        |
 | ``a/b``             | path        | the same: a bare path, when the first character is none of ``#?>*$%&<``  |
 | ``?a/b/c.*``        | split-path  | paths of exactly 3 segments: ``a``, ``b``, then one fully matching c.*   |
-| ``*a/.*/x``         | full-path   | paths the regex matches as a whole (``re.fullmatch``)                    |
+| ``*a/.*/x``         | full-path   | paths the regex matches as a whole (RE2, ``topics.regex``)               |
 | ``#>a////?b/.*``    | selector set| paths any member selects; members joined by ``////``                     |
 
 Descendant qualifiers, a trailing ``/`` or ``//`` on a path, split-path or full-path expression:
@@ -31,7 +31,9 @@ Path prefix: the longest branch that contains every topic the selector can selec
 - set: the common prefix of its members.
 
 Decisions where Diffusion is silent or we differ:
-- Regexes are Python ``re`` (not Java); each split-path pattern and the full-path regex are anchored fully.
+- Regexes are RE2 (``topics.regex``: linear-time matching, so no selector can make a match slow), not Java:
+  backreferences, lookaround, possessive quantifiers and atomic groups are refused, ``\\d \\w \\s`` are ASCII
+  as in Java. Each split-path pattern and the full-path regex are anchored fully.
 - Paths are not canonicalised: ``>/a`` and ``?a//b`` are refused rather than read as ``a`` and ``a/b``.
 - ``$ % & <`` are reserved first characters (refused); select such a topic with ``>$name``.
 - Selector sets may contain bare paths and nested sets (flattened). In a run of four or more slashes the
@@ -52,6 +54,7 @@ from typing import TypeAlias
 
 from subgate.topics.errors import SelectorError, TopicPathError
 from subgate.topics.paths import SEPARATOR, are_related, common_prefix, is_ancestor_or_self, validate_path
+from subgate.topics.regex import Regex, RegexError
 
 
 class Qualifier(Enum):
@@ -71,7 +74,6 @@ SET_SEPARATOR = "////"
 
 _REGEX_META = frozenset(".^$*+?{}[]\\|()")
 _QUANTIFIERS = frozenset("*+?{")
-_LEADING_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))+")  # global flags must stay in front when wrapped
 _QUALIFIED_SUFFIX = {
     Qualifier.MATCH: "",
     Qualifier.DESCENDANTS: "/(?s:.+)",
@@ -124,13 +126,13 @@ class SplitPathSelector:
     qualifier: Qualifier = Qualifier.MATCH
     prefix: str = field(init=False, compare=False)
     _literals: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
-    _compiled: tuple[re.Pattern[str] | None, ...] = field(init=False, repr=False, compare=False)
+    _compiled: tuple[Regex | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.patterns:
             raise SelectorError(self.expression, "a split-path selector needs at least one pattern")
         literals: list[str | None] = []
-        compiled: list[re.Pattern[str] | None] = []
+        compiled: list[Regex | None] = []
         for index, pattern in enumerate(self.patterns, start=1):
             if not pattern:
                 raise SelectorError(self.expression, f"pattern {index} is empty")
@@ -166,7 +168,7 @@ class SplitPathSelector:
         compiled = self._compiled[index]
         if compiled is None:
             return segment == self._literals[index]
-        return compiled.fullmatch(segment) is not None
+        return compiled.fullmatch(segment)
 
     def accepts_length(self, segments: int) -> bool:
         """True when a path of this many segments has the length the qualifier asks for."""
@@ -202,15 +204,13 @@ class FullPathSelector:
     regex: str
     qualifier: Qualifier = Qualifier.MATCH
     prefix: str = field(init=False, compare=False)
-    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _compiled: Regex = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.regex:
             raise SelectorError(self.expression, "a full-path selector needs a regular expression")
         _compile(self.regex, self.expression)
-        flags = _LEADING_FLAGS.match(self.regex)
-        lead = flags.group() if flags else ""
-        qualified = f"{lead}(?:{self.regex[len(lead) :]}){_QUALIFIED_SUFFIX[self.qualifier]}"
+        qualified = f"(?:{self.regex}){_QUALIFIED_SUFFIX[self.qualifier]}"  # RE2 scopes inline flags to the group
         object.__setattr__(self, "_compiled", _compile(qualified, self.expression))
         object.__setattr__(self, "prefix", _regex_prefix(self.regex))
 
@@ -220,7 +220,7 @@ class FullPathSelector:
 
     def matches(self, path: str) -> bool:
         """True when this selector selects the topic path ``path``."""
-        return self._compiled.fullmatch(path) is not None
+        return self._compiled.fullmatch(path)
 
     def may_select_within(self, branch: str) -> bool:
         """Prefix-only: True when ``branch`` and the prefix are related (may be a false positive)."""
@@ -352,11 +352,11 @@ def _is_literal(pattern: str) -> bool:
     return not any(char in _REGEX_META for char in pattern)
 
 
-def _compile(pattern: str, expression: str) -> re.Pattern[str]:
+def _compile(pattern: str, expression: str) -> Regex:
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise SelectorError(expression, f"bad regular expression {pattern!r}: {exc}") from exc
+        return Regex(pattern)
+    except RegexError as exc:
+        raise SelectorError(expression, f"bad regular expression {pattern!r}: {exc.reason}") from exc
 
 
 def _regex_prefix(regex: str) -> str:

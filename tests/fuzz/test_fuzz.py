@@ -7,6 +7,8 @@ Two ``subgate serve`` processes: "anonymous" (no user, so SASL ANONYMOUS and a b
 crashed server, notes tracebacks and runs a normal client every two seconds. The run fails on any crash,
 traceback, "subgate stopped", hung connection, failed normal client, or a replayed real session the server did
 not serve; the message names the seed and each culprit case. ``SUBGATE_FUZZ_ONLY=3,17`` runs only those cases.
+Memory (issue 19 item 2): each server's RSS is read after the first ``WARMUP_CASES`` cases and at the end; it
+fails when a server that was not restarted grew by more than ``RSS_GROWTH`` times over the rest of the run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,32 @@ DEFAULT_SEED = 20261124
 DEFAULT_CASES = 5000
 PINPOINT_SECONDS = 60.0  # replaying suspects one by one to name culprits
 CREDENTIALS = {"anonymous": {}, "plain": {"user": "alice", "password": "s3cret"}}
+WARMUP_CASES = 1000  # caches, pools and the allocator's arenas fill up here
+RSS_GROWTH = 1.5  # generous: a leak of a few KiB per hostile connection over 4,000 more would pass it
+
+
+def _rss_kib(server: SubgateProcess) -> int | None:
+    """The server process's resident set, in KiB (None when it is not running)."""
+    if server.proc is None or not server.alive():
+        return None
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def _memory(servers: dict[str, SubgateProcess]) -> dict[str, tuple[int, int | None]]:
+    return {name: (server.starts, _rss_kib(server)) for name, server in servers.items()}
+
+
+def _growth(warm: dict[str, tuple[int, int | None]], end: dict[str, tuple[int, int | None]], cases: int) -> list[str]:
+    """Servers whose RSS grew more than ``RSS_GROWTH`` times after the warm-up (a restarted one is not compared)."""
+    found = []
+    for name, (starts, before) in warm.items():
+        restarted, after = end[name][0] != starts, end[name][1]
+        if before and after and not restarted and after > RSS_GROWTH * before:
+            found.append(f"{name} server's RSS grew from {before} KiB to {after} KiB over {cases} cases")
+    return found
 
 
 def _env_int(name: str, default: int) -> int:
@@ -99,8 +127,13 @@ def test_bounded_fuzz_run_leaves_the_server_serving(servers):
     probes.start()
     try:
         indices = sorted(only) if only else range(count)
-        outcomes = run_cases((case_of(i) for i in indices), {n: s.port for n, s in servers.items()}, Settings(), watch)
+        ports = {n: s.port for n, s in servers.items()}
+        outcomes = run_cases((case_of(i) for i in indices[:WARMUP_CASES]), ports, Settings(), watch)
         watch(set())
+        warm = _memory(servers)
+        outcomes += run_cases((case_of(i) for i in indices[WARMUP_CASES:]), ports, Settings(), watch)
+        watch(set())
+        end = _memory(servers)
     finally:
         probes.stop()
     print(f"{len(outcomes)} cases in {time.monotonic() - started:.1f}s; {len(watch.incidents)} incidents")
@@ -108,6 +141,7 @@ def test_bounded_fuzz_run_leaves_the_server_serving(servers):
     for incident in watch.incidents:
         pinpoint(incident, case_of, servers, CREDENTIALS, budget)
     failures = _failures(outcomes, watch.incidents, probes, captures)
+    failures += _growth(warm, end, len(indices) - WARMUP_CASES) if len(indices) > 2 * WARMUP_CASES else []
     for name, server in servers.items():
         if not server.alive():
             failures.append(f"{name} server is not running at the end:\n{logs(server)[-3000:]}")
@@ -120,7 +154,8 @@ def test_bounded_fuzz_run_leaves_the_server_serving(servers):
         if marks and not any(i.server == name for i in watch.incidents):
             failures.append(f"{name} server log holds {marks}")
     report = (f"seed {seed} (SUBGATE_FUZZ_SEED), {len(outcomes)} cases, {watch.restarts} restarts, "
-              f"{probes.ok} normal exchanges during the run\n{_summary(outcomes)}")  # fmt: skip
+              f"{probes.ok} normal exchanges during the run; RSS KiB (after the warm-up, at the end): "
+              f"{ {name: (warm[name][1], end[name][1]) for name in servers} }\n{_summary(outcomes)}")  # fmt: skip
     print(report)
     assert len(outcomes) == len(indices)
     assert probes.ok > 0, "the normal client never ran during the fuzz run"

@@ -207,19 +207,10 @@ def like_matcher(pattern: Token, escape: str | None) -> Callable[[str], bool]:
     """A matcher for a LIKE pattern. The pattern is cut at each unescaped % into fixed-length segments
     (literal characters and _); the first must match at the start, the last at the end and the others
     in order, each at its leftmost place. That is exact for such patterns and, unlike a translated
-    regex such as .*a.*a.*b, cannot backtrack exponentially on a hostile pattern."""
-    segments: list[list[str | None]] = [[]]  # None stands for _
-    chars = iter(pattern.value)
-    for ch in chars:
-        if ch == escape:
-            escaped = next(chars, None)
-            if escaped is None:
-                raise SelectorError(f"LIKE pattern {pattern.text} ends with its escape character", pattern.pos)
-            segments[-1].append(escaped)
-        elif ch == "%":
-            segments.append([])
-        else:
-            segments[-1].append(None if ch == "_" else ch)
+    regex such as .*a.*a.*b, cannot backtrack exponentially on a hostile pattern. A middle segment is
+    searched for: a literal one in linear time, one with _ (no literal prefix to skip ahead by) in up to
+    its length per character of the value: ``wildcard_cost`` is what the parser bounds."""
+    segments = _like_segments(pattern, escape)
     regexes = [re.compile("".join("." if c is None else re.escape(c) for c in s), re.DOTALL) for s in segments]
     if len(regexes) == 1:
         whole = regexes[0].fullmatch
@@ -241,3 +232,30 @@ def like_matcher(pattern: Token, escape: str | None) -> Callable[[str], bool]:
         return True
 
     return match
+
+
+def wildcard_cost(pattern: Token, escape: str | None) -> int:
+    """The characters of a LIKE pattern's searched runs (between two %) that hold a _: matching a value costs up
+    to this many steps per character of the value, on top of one step for the rest of the pattern.
+
+    Raises:
+        SelectorError: the pattern ends with its escape character.
+    """
+    return sum(len(segment) for segment in _like_segments(pattern, escape)[1:-1] if None in segment)
+
+
+def _like_segments(pattern: Token, escape: str | None) -> list[list[str | None]]:
+    """The pattern cut at each unescaped %: lists of literal characters and None (for _)."""
+    segments: list[list[str | None]] = [[]]
+    chars = iter(pattern.value)
+    for ch in chars:
+        if ch == escape:
+            escaped = next(chars, None)
+            if escaped is None:
+                raise SelectorError(f"LIKE pattern {pattern.text} ends with its escape character", pattern.pos)
+            segments[-1].append(escaped)
+        elif ch == "%":
+            segments.append([])
+        else:
+            segments[-1].append(None if ch == "_" else ch)
+    return segments

@@ -24,6 +24,7 @@ _NUMBER = re.compile(
     r"|[0-9]+[lL]?"  # decimal or octal
 )
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+_MAX_DIGITS = 22  # significant digits: octal 2**63 has 22, decimal 19; more cannot fit a long
 _JAVA_FLOAT = struct.Struct("f")
 _JAVA_FLOAT_OVERFLOW = (2 - 2**-24) * 2.0**127  # the least double that rounds to a float infinity
 
@@ -98,6 +99,8 @@ def _number(text: str, start: int) -> Token:
     if any(c in literal for c in ".eEfFdD"):
         return Token(FLOAT, _float(literal, start), start, literal)
     digits = literal.rstrip("lL")
+    if len(digits.lstrip("0")) > _MAX_DIGITS:  # cannot fit a long; int() would refuse over 4,300 digits
+        raise SelectorError(f"integer {literal[:24]}… of {len(digits)} digits is out of range for a long", start)
     if len(digits) > 1 and digits[0] == "0":  # Java: a leading zero means octal
         if not set(digits) <= set("01234567"):
             raise SelectorError(f"invalid octal number {literal!r}", start)
