@@ -13,7 +13,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from subgate.pipeline import audit, lag, report, retention, volume
-from subgate.pipeline.readers import JdbcStore, Snapshot, StoreTables, read_store, read_store_with_parquet
+from subgate.pipeline.readers import (
+    JdbcStore,
+    Snapshot,
+    StoreTables,
+    parquet_lag_window,
+    read_store,
+    read_store_with_parquet,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,8 +94,13 @@ def run_lag(
     branch totals."""
     tables = _tables(spark, store, partitions, parquet)
     consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
-    scope = selector_scope(spark, tables.journal, consumers)
-    rows = lag.lag(tables.journal, consumers, tables.acks, now, scope).cache()
+    journal = tables.journal
+    if parquet is not None:  # read only what lag can count: above the lowest mark, or of the last hour's days
+        floor = consumers.agg({"low_water": "min"}).collect()[0][0]
+        if floor is not None:
+            journal = parquet_lag_window(spark, parquet, tables.snapshot, int(floor), now - lag.HOUR)
+    scope = selector_scope(spark, journal, consumers)
+    rows = lag.lag(journal, consumers, tables.acks, now, scope).cache()
     try:
         return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
     finally:

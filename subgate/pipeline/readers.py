@@ -12,6 +12,7 @@ time zone in UTC.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
@@ -224,6 +225,20 @@ def parquet_snapshot(journal: DataFrame) -> Snapshot:
 
     row = journal.agg(F.min(n.ID).alias("lo"), F.max(n.ID).alias("hi")).collect()[0]
     return Snapshot(int(row["lo"] or 0), int(row["hi"] or 0))
+
+
+def parquet_lag_window(spark: SparkSession, dataset: str, snapshot: Snapshot, floor: int, since: datetime) -> DataFrame:
+    """The exported journal rows a lag job can count, up to the cut: those above ``floor`` (the lowest low-water
+    mark of every consumer: no backlog lies below it), which Parquet's row-group statistics find without reading
+    the rest, and those at or below it in the partitions of the days from ``since`` on (the last hour's figures),
+    whose folders are the only others read. Gives the same answer as the whole journal would."""
+    from pyspark.sql import functions as F
+
+    day = (since if since.tzinfo is not None else since.replace(tzinfo=UTC)).astimezone(UTC).date()
+    exported = read_parquet(spark, dataset).where(F.col(n.ID) <= snapshot.last_id)
+    above = exported.where(F.col(n.ID) > floor)
+    recent = exported.where((F.col("day") >= F.lit(day)) & (F.col(n.ID) <= floor))
+    return above.unionByName(recent).select(*n.MESSAGE_COLUMNS)
 
 
 def read_store_with_parquet(spark: SparkSession, store: JdbcStore, dataset: str) -> StoreTables:

@@ -107,6 +107,8 @@ def start_session(settings: SessionSettings) -> SparkSession:
         "spark.default.parallelism": str(settings.shuffle_partitions),
         "spark.driver.memory": settings.driver_memory,
         "spark.sql.session.timeZone": "UTC",
+        # min/max/count of a Parquet column from the files' footers, not a scan (the --from-parquet snapshot)
+        "spark.sql.parquet.aggregatePushdown": "true",
         "spark.sql.execution.pythonUDF.arrow.enabled": "false",
         "spark.driver.extraJavaOptions": _java_options(settings),
         "spark.driver.extraLibraryPath": JNI_DIR,

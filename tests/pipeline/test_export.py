@@ -148,3 +148,38 @@ def test_a_swap_cut_short_by_a_crash_is_finished_or_undone(tmp_path):
     repair(tmp_path)
     assert sorted(p.name for p in topic.iterdir()) == ["day=2026-03-04", "day=2026-03-05"]
     assert (topic / "day=2026-03-05" / "part-0.parquet").read_bytes() == b"rows"
+
+
+def test_lag_from_parquet_reads_above_the_lowest_mark_and_the_last_hour_and_answers_the_same(
+    spark, store_url, tmp_path
+):
+    from datetime import timedelta
+
+    now = datetime(2026, 3, 6, 0, 20, tzinfo=UTC)
+    minutes = [50, 40, 30, 10, 5]  # rows 2..6, this many minutes before now (the first three on the day before)
+    upgrade(store_url)
+    add_rows(
+        store_url,
+        row(1, "prices/fx", 1, now - timedelta(days=2)),
+        *(row(i, "prices/fx", i, now - timedelta(minutes=m)) for i, m in enumerate(minutes, start=2)),
+        row(7, "other", 7, now - timedelta(minutes=1)),
+    )
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(AckCursor).values(id=1, owner_kind="subscription", owner="a.s", address="prices/fx",
+                                                 low_water=3, updated_at=now))  # fmt: skip
+        conn.execute(sa.insert(AckCursor).values(id=2, owner_kind="queue", owner="other", address="other",
+                                                 low_water=0, updated_at=now))  # fmt: skip
+        conn.execute(sa.insert(Ack).values(cursor_id=1, message_id=4))
+        conn.execute(sa.insert(Subscription).values(id=1, kind="durable", durable=True, client_id="a", name="s",
+                                                    topic="prices/fx", cursor_id=1, created_at=now))  # fmt: skip
+    engine.dispose()
+    store = jdbc_store(store_url)
+    export_journal(spark, store, tmp_path)
+    dataset = str(tmp_path / "journal")
+
+    from_store, from_parquet = run_lag(spark, store, now), run_lag(spark, store, now, parquet=dataset)
+    assert from_parquet == from_store
+    figures = {r["name"]: (r["backlog"], r["in_last_hour"], r["out_last_hour"]) for r in from_store.rows}
+    # prices/fx: 1..3 are at or below the mark, 4 is acked, 5 and 6 wait; 2..6 came in the last hour, 2..4 are out
+    assert figures == {"s": (2, 5, 3), "other": (1, 1, 0)}
