@@ -40,7 +40,7 @@ class Message:
         priority: int = 4,
         expires: int = 0,
         deliver_at: int = 0,
-        origin: object = None,
+        origin: str | None = None,
         journaled: bool = False,
         annotations: dict[str, object] | None = None,
         group: str | None = None,
@@ -53,7 +53,9 @@ class Message:
         self.priority = priority
         self.expires = expires  # ms since epoch; 0 = never
         self.deliver_at = deliver_at  # ms since epoch; 0 = at once
-        self.origin = origin  # the publishing connection (no-local)
+        # The publishing connection's container-id (no-local): a string, not the connection's state, so a queued
+        # message does not keep a connection that went away (its links, proton objects) in memory.
+        self.origin = origin
         self.journaled = journaled
         self.annotations = annotations
         self.group = group  # JMSXGroupID (engine.groups)

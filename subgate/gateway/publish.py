@@ -168,7 +168,9 @@ class Publishing:
             accept(delivery)  # a duplicate: confirmed, neither journaled nor delivered again
             inbound.top_up()
             return
-        ingest = self.router.prepare(raw, env, node, inbound.conn, inbound.publisher_id, inbound.pending, identity)
+        ingest = self.router.prepare(
+            raw, env, node, inbound.conn.container_id, inbound.publisher_id, inbound.pending, identity
+        )
         if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
             reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
         elif node.backlog_full and (full := backlog.refusal(node, self._sender(node, inbound))) is not None:

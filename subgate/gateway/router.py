@@ -286,7 +286,7 @@ class Router:
         raw: bytes,
         env: codec.Envelope,
         node: Node,
-        origin: object,
+        origin: str | None,
         publisher_id: str,
         behind: int = 0,
         identity: tuple[str, int] | None = None,

@@ -100,8 +100,7 @@ def subscription_filter(start_seq: int, no_local_id: str | None, matcher: Matche
         if message.seq <= start_seq:
             return False
         if no_local_id is not None:
-            origin = message.origin
-            if origin is not None and getattr(origin, "container_id", None) == no_local_id:
+            if message.origin == no_local_id:
                 return False
         return matcher is None or matcher(message.raw)
 
