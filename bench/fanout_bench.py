@@ -377,7 +377,13 @@ def measure(opts: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     try:
         # Every message must reach the receivers: no conflation at the primary however far the secondary falls behind
         # (docs/fanout.md, "A secondary that is behind"; the default limit is 100,000 operations).
-        primary = server(workdir, "primary", ["--fanout-queue-limit", str(max(10 * opts.count, 1_000_000))])
+        # The snapshot phase creates opts.topics topics over one connection: above the default per-connection limit.
+        primary = server(
+            workdir,
+            "primary",
+            ["--fanout-queue-limit", str(max(10 * opts.count, 1_000_000)),
+             "--max-topics-per-connection", str(max(opts.topics + 10, 10_000))],
+        )  # fmt: skip
         brokers.append(primary)
         publish(primary, TOPIC, b"seed")
         secondary = server(workdir, "secondary", ["--fanout", f"amqp://127.0.0.1:{primary.port}=bench//"])
