@@ -23,8 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support.many_connections import fresh_client_served, held_connections, server_rss_kib  # noqa: E402
+from tests.support.many_connections import fresh_client_served, held_connections  # noqa: E402
 from tests.support.server import SubgateProcess  # noqa: E402
+from tests.support.server import rss_kib as server_rss_kib  # noqa: E402
 from tests.support.survival import Bystander  # noqa: E402
 
 

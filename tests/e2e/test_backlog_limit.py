@@ -9,11 +9,19 @@ other queues and clients are not affected.
 from __future__ import annotations
 
 import pytest
-from proton import Message, Timeout
-from proton.utils import BlockingConnection, BlockingSender
+from proton import Message
 
-from tests.e2e.test_memory_limit import all_accepted, outcome
-from tests.support.amqp import SharedDurable, connect, nothing_arrives, receive_bodies, receiver, sender
+from tests.support.amqp import (
+    SharedDurable,
+    all_accepted,
+    connect,
+    nothing_arrives,
+    outcome,
+    receive_bodies,
+    receiver,
+    send_while_credit,
+    sender,
+)
 
 LIMIT = 40
 FULL = "amqp:resource-limit-exceeded"
@@ -26,18 +34,6 @@ def flags(policy: str, *extra: str) -> tuple[str, ...]:
 
 def store(request: pytest.FixtureRequest, name: str) -> str | None:
     return request.getfixturevalue("postgres_url") if name == "postgres" else None
-
-
-def send_while_credit(conn: BlockingConnection, snd: BlockingSender, bodies: list[str], wait: float) -> list:
-    """Send persistent messages as long as the link gets credit within ``wait`` seconds."""
-    sent = []
-    for body in bodies:
-        try:
-            conn.wait(lambda: snd.link.credit > 0, timeout=wait, msg="no credit")
-        except Timeout:
-            break
-        sent.append(snd.link.send(Message(body=body, durable=True)))
-    return sent
 
 
 @pytest.mark.parametrize("store_name", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -70,7 +66,7 @@ def test_block_withholds_credit_until_a_consumer_drains_and_then_resumes(make_se
     conn = connect(server.url)
     snd = sender(conn, "bl.block")
     bodies = [f"m{i}" for i in range(2 * LIMIT)]
-    first = send_while_credit(conn, snd, bodies, wait=1.0)
+    first = send_while_credit(conn, snd, bodies, wait=1.0, durable=True)
     assert LIMIT <= len(first) <= LIMIT + 10  # the credit it had when the queue filled, no more
     assert all_accepted(conn, first)
     assert snd.link.credit == 0
@@ -82,7 +78,7 @@ def test_block_withholds_credit_until_a_consumer_drains_and_then_resumes(make_se
     sent = first
     for _ in range(10):  # each round drains what was sent, which gives the publisher credit again
         got += receive_bodies(rcv, len(sent))
-        sent = send_while_credit(conn, snd, bodies[len(got) :], wait=5.0)
+        sent = send_while_credit(conn, snd, bodies[len(got) :], wait=5.0, durable=True)
         assert sent and all_accepted(conn, sent)
         if len(got) + len(sent) == len(bodies):
             break
@@ -117,13 +113,13 @@ def test_block_on_a_topic_stops_its_publishers_until_the_durable_subscription_dr
     durable = conn.create_receiver("bl/btopic", name="sub|global", credit=0, options=[SharedDurable()])
     snd = sender(conn, "bl/btopic", "topic")
     bodies = [f"t{i}" for i in range(2 * LIMIT)]
-    first = send_while_credit(conn, snd, bodies, wait=1.0)
+    first = send_while_credit(conn, snd, bodies, wait=1.0, durable=True)
     assert LIMIT <= len(first) <= LIMIT + 10
     assert all_accepted(conn, first)
     assert snd.link.credit == 0
     durable.flow(len(first))
     assert receive_bodies(durable, len(first)) == bodies[: len(first)]
-    rest = send_while_credit(conn, snd, bodies[len(first) :], wait=5.0)
+    rest = send_while_credit(conn, snd, bodies[len(first) :], wait=5.0, durable=True)
     assert rest and all_accepted(conn, rest)
     durable.flow(len(rest))
     assert receive_bodies(durable, len(rest)) == bodies[len(first) : len(first) + len(rest)]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 
-from tests.support.many_connections import fresh_client_served, held_connections, server_rss_kib
+from tests.support.many_connections import fresh_client_served, held_connections
 from tests.support.server import SubgateProcess
+from tests.support.server import rss_kib as server_rss_kib
 from tests.support.survival import Bystander, assert_still_serving
 
 CONNECTIONS = 2000

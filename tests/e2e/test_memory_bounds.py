@@ -18,9 +18,18 @@ import pytest
 from proton import Message, Timeout
 from proton.utils import BlockingConnection, BlockingSender
 
-from tests.e2e.test_memory_limit import all_accepted, outcome
-from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, sender
+from tests.support.amqp import (
+    all_accepted,
+    connect,
+    nothing_arrives,
+    outcome,
+    receive_bodies,
+    receiver,
+    send_while_credit,
+    sender,
+)
 from tests.support.rawamqp import RawClient
+from tests.support.server import rss_kib
 
 BODY = 16 * 1024
 ROUND = 1500  # messages per round: 24 MiB
@@ -28,10 +37,7 @@ ROUND = 1500  # messages per round: 24 MiB
 
 def rss(pid: int) -> int:
     """Resident set size of ``pid``, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    return rss_kib(pid) * 1024
 
 
 def stuck_consumer(port: int, address: str) -> RawClient:
@@ -75,17 +81,6 @@ def test_a_consumer_that_stops_reading_does_not_grow_the_server_without_bound(ma
     assert receive_bodies(receiver(conn, "other.q"), 1) == ["hi"]  # other clients are served
     stuck.sock.close()
     conn.close()
-
-
-def send_while_credit(conn: BlockingConnection, snd: BlockingSender, bodies: list[str], wait: float) -> list:
-    sent = []
-    for body in bodies:
-        try:
-            conn.wait(lambda: snd.link.credit > 0, timeout=wait, msg="no credit")
-        except Timeout:
-            break
-        sent.append(snd.link.send(Message(body=body, durable=False)))
-    return sent
 
 
 def test_above_the_high_water_mark_no_publisher_gets_credit_until_memory_drops(make_server):

@@ -8,10 +8,19 @@ accepted is lost, persistent messages still page, and a topic's full subscriptio
 from __future__ import annotations
 
 import pytest
-from proton import Delivery, Message, Timeout
-from proton.utils import BlockingConnection, BlockingSender
+from proton import Message
 
-from tests.support.amqp import connect, nothing_arrives, receive_bodies, receiver, send_all, sender
+from tests.support.amqp import (
+    all_accepted,
+    connect,
+    nothing_arrives,
+    outcome,
+    receive_bodies,
+    receiver,
+    send_all,
+    send_while_credit,
+    sender,
+)
 
 LIMIT = 50
 FULL = "amqp:resource-limit-exceeded"
@@ -19,33 +28,6 @@ FULL = "amqp:resource-limit-exceeded"
 
 def flags(policy: str, *extra: str) -> tuple[str, ...]:
     return ("--memory-limit-messages", str(LIMIT), "--memory-full-policy", policy, *extra)
-
-
-def outcome(conn: BlockingConnection, snd: BlockingSender, message: Message) -> str:
-    """Send and wait for the outcome: "accepted", or the condition of a rejection."""
-    delivery = snd.link.send(message)
-    conn.wait(lambda: bool(delivery.remote_state) or delivery.settled, timeout=10, msg="no outcome")
-    if delivery.remote_state == Delivery.REJECTED:
-        condition = delivery.remote.condition
-        return condition.name if condition is not None else "rejected"
-    return "accepted" if delivery.remote_state == Delivery.ACCEPTED else str(delivery.remote_state)
-
-
-def send_while_credit(conn: BlockingConnection, snd: BlockingSender, bodies: list[str], wait: float) -> list:
-    """Send as long as the link gets credit within ``wait`` seconds; returns the deliveries sent."""
-    sent = []
-    for body in bodies:
-        try:
-            conn.wait(lambda: snd.link.credit > 0, timeout=wait, msg="no credit")
-        except Timeout:
-            break
-        sent.append(snd.link.send(Message(body=body, durable=False)))
-    return sent
-
-
-def all_accepted(conn: BlockingConnection, deliveries: list) -> bool:
-    conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="outcomes")
-    return all(d.remote_state == Delivery.ACCEPTED for d in deliveries)
 
 
 @pytest.mark.parametrize("address", ["np.fail", None], ids=["link", "anonymous-relay"])

@@ -26,7 +26,7 @@ from tests.fuzz.cases import Capture, Case, generate, minimum_cases
 from tests.fuzz.health import BAD_LOG_MARKS, Incident, Prober, Watch, exchange, logs, pinpoint
 from tests.fuzz.runner import Outcome, Settings, run_cases
 from tests.support.cli import run_subgate
-from tests.support.server import SubgateProcess
+from tests.support.server import SubgateProcess, rss_kib
 
 DEFAULT_SEED = 20261124
 DEFAULT_CASES = 5000
@@ -40,10 +40,7 @@ def _rss_kib(server: SubgateProcess) -> int | None:
     """The server process's resident set, in KiB (None when it is not running)."""
     if server.proc is None or not server.alive():
         return None
-    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return None
+    return rss_kib(server.proc.pid)
 
 
 def _memory(servers: dict[str, SubgateProcess]) -> dict[str, tuple[int, int | None]]:

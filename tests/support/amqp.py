@@ -113,6 +113,37 @@ def settle_last(rcv: BlockingReceiver, outcome: str) -> None:
     delivery.settle()
 
 
+def outcome(conn: BlockingConnection, snd: BlockingSender, message: Message) -> str:
+    """Send and wait for the outcome: "accepted", or the condition of a rejection."""
+    delivery = snd.link.send(message)
+    conn.wait(lambda: bool(delivery.remote_state) or delivery.settled, timeout=10, msg="no outcome")
+    if delivery.remote_state == Delivery.REJECTED:
+        condition = delivery.remote.condition
+        return condition.name if condition is not None else "rejected"
+    return "accepted" if delivery.remote_state == Delivery.ACCEPTED else str(delivery.remote_state)
+
+
+def send_while_credit(
+    conn: BlockingConnection, snd: BlockingSender, bodies: list[Any], wait: float, *, durable: bool = False
+) -> list[Delivery]:
+    """Send as long as the link gets credit within ``wait`` seconds; returns the deliveries sent."""
+    from proton import Timeout
+
+    sent = []
+    for body in bodies:
+        try:
+            conn.wait(lambda: snd.link.credit > 0, timeout=wait, msg="no credit")
+        except Timeout:
+            break
+        sent.append(snd.link.send(Message(body=body, durable=durable)))
+    return sent
+
+
+def all_accepted(conn: BlockingConnection, deliveries: list[Delivery]) -> bool:
+    conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="outcomes")
+    return all(d.remote_state == Delivery.ACCEPTED for d in deliveries)
+
+
 def nothing_arrives(rcv: BlockingReceiver, wait: float = 0.5) -> bool:
     try:
         rcv.receive(timeout=wait)

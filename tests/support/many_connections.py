@@ -130,15 +130,6 @@ def _read_answers(pending: dict[socket.socket, bytes], deadline: float) -> None:
                     waiting -= 1
 
 
-def server_rss_kib(pid: int) -> int:
-    """VmRSS of process ``pid`` in KiB (Linux /proc)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
 FRESH_CLIENT = """
 import sys
 from tests.support.survival import Bystander

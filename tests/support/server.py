@@ -48,6 +48,14 @@ def wait_for_log_line(
     raise RuntimeError(f"subgate did not log {pattern.pattern!r} within {timeout}s:\n{read_log()}")
 
 
+def rss_kib(pid: int) -> int:
+    """VmRSS of process ``pid`` in KiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
 def subgate_command() -> list[str]:
     script = Path(sys.executable).with_name("subgate")
     if script.exists():
