@@ -117,7 +117,7 @@ class LinkState:
     """The base of every link kind: its proton link, its connection, whether it ended, and the temporary node
     whose lifetime it bounds. The ``on_*`` methods are the broker's events; by default a kind ignores them."""
 
-    __slots__ = ("link", "conn", "closed", "owns")
+    __slots__ = ("link", "conn", "closed", "owns", "__weakref__")  # weakly cached by gateway.loop
     consumer = False  # a consumer (Outbound): gateway.broker's fast path settles its plain accepts itself
 
     def __init__(self, link: Link, conn: ConnectionState) -> None:
