@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from subgate.engine.codec.types import ULong
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
 PUBLISHER_ID = "x-opt-publisher-id"
@@ -30,6 +31,9 @@ def publisher_identity(annotations: dict[str, object] | None) -> tuple[str, int]
         return None
     publisher_id = annotations.get(PUBLISHER_ID)
     seq = annotations.get(PUBLISHER_SEQ)
+    if type(seq) is ULong and type(publisher_id) is str:  # the usual case, checked at once
+        if seq <= MAX_SEQ and 0 < len(publisher_id) <= MAX_PUBLISHER_ID:
+            return publisher_id, int(seq)
     if publisher_id is None and seq is None:
         return None
     if publisher_id is None or seq is None:

@@ -361,7 +361,7 @@ class Router:
         """The journal record of a message (and its bytes, now with the bookmark annotation)."""
         publisher_id, publisher_seq = identity
         bookmark = format_bookmark(publisher_id, publisher_seq)
-        raw = codec.with_annotations(raw, env, {"x-opt-bookmark": bookmark})
+        raw = codec.with_string_annotation(raw, env, "x-opt-bookmark", bookmark)
         record = NewMessage(
             id=seq,
             address=node.name,

@@ -110,7 +110,8 @@ def _message_row(m: NewMessage, ts: Any) -> tuple[Any, ...]:
 
 def upsert_high_water(conn: Any, marks: dict[str, tuple[int, int]]) -> None:
     """Raise each publisher's high-water mark (``publisher id -> (seq, ms)``), never lowering one: one
-    driver-level statement per batch (through SQLAlchemy Core it cost ≈250 µs a commit, ten times this)."""
+    statement per batch, on the driver's connection (``_execute``; through SQLAlchemy Core it cost ≈250 µs a
+    commit, through ``exec_driver_sql`` ≈10 µs, on the driver ≈4 µs)."""
     if conn.dialect.name == "sqlite":
         rows: list[tuple[Any, ...]] = [(pid, seq, _sqlite_ts(ms)) for pid, (seq, ms) in marks.items()]
         statement = (
@@ -126,9 +127,9 @@ def upsert_high_water(conn: Any, marks: dict[str, tuple[int, int]]) -> None:
             "EXCLUDED.last_seq), updated_at = EXCLUDED.updated_at"
         )
     if len(rows) == 1:
-        conn.exec_driver_sql(statement, rows[0])
+        _execute(conn, statement, rows[0])
     else:
-        conn.exec_driver_sql(statement, rows)
+        _execute(conn, statement, rows, many=True)
 
 
 def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -148,7 +149,7 @@ def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequen
             continue
         statement = _values_statement(table, columns, width, size)
         while total - start >= size:
-            conn.exec_driver_sql(statement, tuple(chain.from_iterable(rows[start : start + size])))
+            _execute(conn, statement, tuple(chain.from_iterable(rows[start : start + size])))
             start += size
 
 
@@ -173,6 +174,26 @@ def _copy(conn: Any, statement: str, types: Sequence[str]) -> Iterator[Any]:
         with raw.cursor() as cursor, cursor.copy(statement) as copy:
             copy.set_types(types)
             yield copy
+    except dbapi_error as exc:
+        raise DBAPIError.instance(statement, None, exc, dbapi_error, dialect=conn.dialect) from exc
+
+
+def _execute(conn: Any, statement: str, parameters: Any, *, many: bool = False) -> None:
+    """Run one statement on the driver's connection under ``conn`` (same transaction), without SQLAlchemy's
+    execution context: about 6 µs less per statement, paid by the writer thread while it holds the GIL (the
+    reactor waits for it), several times per group commit. Errors come out as SQLAlchemy's, as from
+    ``exec_driver_sql``. Only for statements that need no result and no SQLAlchemy events (there are none)."""
+    raw = conn.connection.driver_connection
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        if many:
+            cursor = raw.cursor()
+            try:
+                cursor.executemany(statement, parameters)
+            finally:
+                cursor.close()
+        else:
+            raw.execute(statement, parameters).close()
     except dbapi_error as exc:
         raise DBAPIError.instance(statement, None, exc, dbapi_error, dialect=conn.dialect) from exc
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from subgate.engine.codec.decode import decode_value
 from subgate.engine.codec.encode import encode_value
 from subgate.engine.codec.memo import AnnotationMemo
-from subgate.engine.codec.rewrite import moved_copy, with_annotations, with_delivery_count
+from subgate.engine.codec.rewrite import moved_copy, with_annotations, with_delivery_count, with_string_annotation
 from subgate.engine.codec.sections import Envelope, application_properties, scan
 from subgate.engine.codec.types import (
     Byte,
@@ -83,4 +83,5 @@ __all__ = [
     "scan",
     "with_annotations",
     "with_delivery_count",
+    "with_string_annotation",
 ]

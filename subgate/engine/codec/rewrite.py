@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subgate.engine.codec.decode import U32, compound, read_value, skip
+from subgate.engine.codec.decode import U32, U32X2, compound, read_value, skip
 from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
 from subgate.engine.codec.sections import Envelope, section_code
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
@@ -142,6 +142,50 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
     parts.extend(fresh.values())
     section = _annotation_section(descriptor, parts, len(parts))
     return _splice(raw, env.annotations_start, section, env.annotations_end)
+
+
+def _map_head(size: int, count: int) -> bytes:
+    """The message-annotations descriptor and the map's constructor, size and count, for a body of ``size``."""
+    if count < 256 and size < 255:
+        return b"\x00\x53\x72\xc1" + bytes((size + 1, count))
+    return b"\x00\x53\x72\xd1" + U32X2.pack(size + 4, count)
+
+
+def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> bytes:
+    """``with_annotations(raw, env, {key: text})`` for one string value, the broker's own ``x-opt-bookmark`` on
+    every journaled message: the usual cases (no section yet; a section in the usual descriptor and map form
+    without ``key``) build the result in one join, without the general path's dictionaries. Same bytes.
+
+    Raises:
+        CodecError: as ``with_annotations``.
+    """
+    start = env.annotations_start
+    if start >= 0 and (key in env.annotations or raw[start + 1] != 0x53 or raw[start + 2] != 0x72):
+        return with_annotations(raw, env, {key: text})
+    encoded_key = _ANNOTATION_KEYS.get(key)
+    if encoded_key is None:
+        return with_annotations(raw, env, {key: text})
+    value = text.encode("utf-8")
+    entry = encoded_key + (b"\xa1" + bytes((len(value),)) if len(value) < 256 else b"\xb1" + U32.pack(len(value)))
+    if start < 0:
+        at = env.properties_start
+        if at < 0:
+            at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
+        if at < 0:
+            at = len(raw)
+        head, body, stop = _map_head(len(entry) + len(value), 2), b"", at
+    else:
+        stop, code = env.annotations_end, raw[start + 3]
+        if code == 0xD1:
+            count, first = U32.unpack_from(raw, start + 8)[0], start + 12
+        elif code == 0xC1:
+            count, first = raw[start + 5], start + 6
+        else:
+            return with_annotations(raw, env, {key: text})
+        body = raw[first:stop]
+        at, head = start, _map_head(len(body) + len(entry) + len(value), count + 2)
+    tail: bytes | memoryview = raw[stop:] if len(raw) - stop < _LARGE_TAIL else memoryview(raw)[stop:]
+    return b"".join((raw[:at], head, body, entry, value, tail))
 
 
 _ABSOLUTE_EXPIRY = 8  # the properties field absolute-expiry-time

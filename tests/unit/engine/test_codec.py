@@ -1062,3 +1062,22 @@ def test_a_new_annotation_is_appended_to_an_existing_map_keeping_every_entry(ent
     assert dict(decoded.annotations) == {**annotations, proton_symbol("x-opt-bookmark"): "p|1|"}
     assert decoded.body == "b" and decoded.durable
     assert codec.scan(out).annotations["x-opt-bookmark"] == "p|1|"
+
+
+@pytest.mark.parametrize("text", ["p|1|", "", "é" * 100, "b" * 240, "c" * 300])  # str8, str32, map8 to map32
+@pytest.mark.parametrize(("name", "raw"), MESSAGE_CASES, ids=[n for n, _ in MESSAGE_CASES])
+def test_with_string_annotation_gives_the_bytes_of_with_annotations(name: str, raw: bytes, text: str) -> None:
+    env = scan(raw)
+    for key in ("x-opt-bookmark", "x-opt-jms-msg-type"):  # new for most cases; present in the JMS ones
+        expected = with_annotations(raw, env, {key: text})
+        assert codec.with_string_annotation(raw, env, key, text) == expected
+        assert codec.with_string_annotation(raw, env, key, text) == expected  # the key's encoding now cached
+
+
+def test_with_string_annotation_on_a_map_with_many_entries() -> None:
+    annotations = {symbol(f"x-opt-k{i}"): "v" for i in range(130)}  # 260 elements: a map32 by count
+    raw = Message(body="b", annotations=annotations).encode()
+    env = scan(raw)
+    assert codec.with_string_annotation(raw, env, "x-opt-bookmark", "p|1|") == with_annotations(
+        raw, env, {"x-opt-bookmark": "p|1|"}
+    )
