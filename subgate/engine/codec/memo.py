@@ -15,8 +15,11 @@ map shares nothing a caller could change.
 
 from __future__ import annotations
 
+import struct
+
 from subgate.engine.codec.types import ULong
 
+_U64 = struct.Struct(">Q")
 _SCALARS = (str, int, float, bytes, bool, type(None))
 _MAX_SECTION = 512  # bytes: larger maps are decoded every time
 
@@ -44,12 +47,12 @@ class AnnotationMemo:
         hole = self._hole
         if hole < 0:
             self.hits += 1
-            return dict(template), start + self._size
+            return template.copy(), start + self._size
         at = start + hole
         if not raw.startswith(self._suffix, at + 8):
             return None
-        annotations = dict(template)
-        annotations[self.hole_key] = ULong(int.from_bytes(raw[at : at + 8]))  # type: ignore[index]
+        annotations = template.copy()
+        annotations[self.hole_key] = ULong(_U64.unpack_from(raw, at)[0])  # type: ignore[index]
         self.hits += 1
         return annotations, start + self._size
 
