@@ -4,6 +4,7 @@ pipeline. Each command parses its arguments and calls one function."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -244,15 +245,20 @@ def _sessions(store: str | None):  # type: ignore[no-untyped-def]
     return session_factory(make_engine(url))
 
 
+def _password_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--password`` of ``users add`` and ``users passwd``: prompted for when absent, or from SUBGATE_PASSWORD."""
+    return click.option(
+        "--password",
+        envvar="SUBGATE_PASSWORD",
+        default=None,
+        help=f"{what} (prompted for when absent; SUBGATE_PASSWORD works too).",
+    )
+
+
 @users.command("add")
 @with_store
 @click.argument("name")
-@click.option(
-    "--password",
-    envvar="SUBGATE_PASSWORD",
-    default=None,
-    help="The password (prompted for when absent; SUBGATE_PASSWORD works too).",
-)
+@_password_option("The password")
 @click.option(
     "--role",
     "roles_",
@@ -305,12 +311,7 @@ def _new_password(password: str | None) -> str:
 @users.command("passwd")
 @with_store
 @click.argument("name")
-@click.option(
-    "--password",
-    envvar="SUBGATE_PASSWORD",
-    default=None,
-    help="The new password (prompted for when absent; SUBGATE_PASSWORD works too).",
-)
+@_password_option("The new password")
 def users_passwd(store: str | None, name: str, password: str | None) -> None:
     """Set user NAME's password (stored for both PLAIN and SCRAM-SHA-256: docs/security.md)."""
     from subgate.storage.passwords import hash_password
