@@ -11,23 +11,43 @@ Exactness: a hit requires every byte of the section outside the hole to be equal
 size and count, every key and every other value are the same), and the hole is the ulong value of ``hole_key``
 at the one place its encoding occurs in the template. Templates hold immutable scalar values only, so a copied
 map shares nothing a caller could change.
+
+The memo also keeps the bytes before the section (the header, which a publisher repeats too) and what ``scan``
+read from them: ``recall_lead`` then takes header and map at once from a message that starts with those bytes, and
+``scan`` walks on from the section's end (half of ``scan``'s time for a message with a header and annotations).
+A message whose header differs from the template's still recalls its map through ``recall``.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from subgate.engine.codec.types import ULong
 
 _U64 = struct.Struct(">Q")
 _SCALARS = (str, int, float, bytes, bool, type(None))
 _MAX_SECTION = 512  # bytes: larger maps are decoded every time
+_MAX_LEAD = 64  # bytes before the section (a header; delivery-annotations perhaps): longer ones are not kept
 
 
 class AnnotationMemo:
     """The last message-annotations section seen on one link, and its decoded map (one per publisher link)."""
 
-    __slots__ = ("hole_key", "_marker", "_prefix", "_suffix", "_hole", "_size", "_template", "hits")
+    __slots__ = (
+        "hole_key",
+        "_marker",
+        "_prefix",
+        "_suffix",
+        "_hole",
+        "_size",
+        "_template",
+        "_read",
+        "_head",
+        "_at",
+        "_end",
+        "hits",
+    )
 
     def __init__(self, hole_key: str | None = None) -> None:
         self.hole_key = hole_key
@@ -37,7 +57,26 @@ class AnnotationMemo:
         self._hole = -1  # offset of the 8-byte hole from the section's start; -1: no hole
         self._size = 0
         self._template: dict[str, object] | None = None
+        self._read: Any = None  # what scan read from the lead (None: recall_lead never hits)
+        self._head = b""  # the lead and the section up to the hole (the whole section when there is no hole)
+        self._at = -1  # offset of the hole from the message's start; -1: no hole
+        self._end = 0  # the section's end from the message's start
         self.hits = 0
+
+    def recall_lead(self, raw: bytes) -> tuple[Any, dict[str, object], int] | None:
+        """For a message that starts with the template's lead: what ``scan`` read from the lead, the decoded map
+        of the section after it, and the section's end; else None."""
+        read = self._read
+        if read is None or not raw.startswith(self._head):  # the lead and the section up to the hole
+            return None
+        annotations = self._template.copy()  # type: ignore[union-attr]  # (_read is None without a template)
+        at = self._at
+        if at >= 0:
+            if not raw.startswith(self._suffix, at + 8):
+                return None
+            annotations[self.hole_key] = ULong(_U64.unpack_from(raw, at)[0])  # type: ignore[index]
+        self.hits += 1
+        return read, annotations, self._end
 
     def recall(self, raw: bytes, start: int) -> tuple[dict[str, object], int] | None:
         """The decoded map of the section at ``start`` and its end, if it matches the template; else None."""
@@ -56,9 +95,10 @@ class AnnotationMemo:
         self.hits += 1
         return annotations, start + self._size
 
-    def learn(self, raw: bytes, start: int, end: int, annotations: dict[str, object]) -> None:
-        """Make the section ``raw[start:end]``, which decoded to ``annotations``, the template (if it may be)."""
-        self._template = None
+    def learn(self, raw: bytes, start: int, end: int, annotations: dict[str, object], read: Any = None) -> None:
+        """Make the section ``raw[start:end]``, which decoded to ``annotations``, the template (if it may be), and
+        the bytes before it its lead, from which ``scan`` read ``read`` (an immutable value; None: no lead)."""
+        self._template = self._read = None
         size = end - start
         if size > _MAX_SECTION or not all(isinstance(v, _SCALARS) for v in annotations.values()):
             return
@@ -76,3 +116,8 @@ class AnnotationMemo:
         self._prefix = section if hole < 0 else section[:hole]
         self._suffix = b"" if hole < 0 else section[hole + 8 :]
         self._template = dict(annotations)
+        if start <= _MAX_LEAD:
+            self._read = read
+            self._head = raw[:start] + self._prefix
+            self._at = start + hole if hole >= 0 else -1
+            self._end = end

@@ -260,6 +260,10 @@ def _scan(raw: bytes, memo: AnnotationMemo | None) -> Envelope:
     annotations: dict[str, object] = {}
     ann_start = ann_end = prop_start = prop_end = app_start = app_end = body_start = -1
     props: Sequence[Any] = _NO_FIELDS
+    lead = memo.recall_lead(raw) if memo is not None else None
+    if lead is not None:  # header and annotations as in the link's previous message (codec.memo)
+        (header, header_end, ann_start), annotations, pos = lead
+        ann_end, previous = pos, _MESSAGE_ANNOTATIONS
     while pos < end:
         start = pos
         code, pos = section_code(raw, pos, end)
@@ -273,7 +277,7 @@ def _scan(raw: bytes, memo: AnnotationMemo | None) -> Envelope:
             else:
                 annotations, pos = _annotations(raw, pos, end)
                 if memo is not None:
-                    memo.learn(raw, start, pos, annotations)
+                    memo.learn(raw, start, pos, annotations, (header, header_end, start))
             ann_start, ann_end = start, pos
         elif code == _PROPERTIES:
             props, pos = _properties(raw, pos, end)

@@ -115,3 +115,41 @@ def test_random_byte_changes_give_what_full_decoding_gives():
         assert codec.scan(mutated, memo) == expected
         hits += memo.hits
     assert hits > 300  # a mutation outside the annotations leaves them to the memo
+
+
+def _framed(header: Message, seq: int) -> bytes:
+    header.annotations = {symbol("x-opt-publisher-id"): "feed-1", symbol(SEQ): ulong(seq)}
+    return bytes(header.encode())
+
+
+def test_a_repeated_header_is_recalled_with_the_map_and_a_changed_one_is_read():
+    memo = AnnotationMemo(SEQ)
+    codec.scan(_framed(Message(body=b"b", durable=True, priority=4), 1000), memo)
+    same = _framed(Message(body=b"b", durable=True, priority=4), 1001)
+    assert codec.scan(same, memo) == codec.scan(same)  # header and map from the memo's lead
+    assert memo.hits == 1
+    for priority, ttl in ((9, None), (4, 5.0), (0, 1.5)):  # the lead differs: the header is read, the map recalled
+        varied = Message(body=b"b", durable=False, priority=priority)
+        if ttl is not None:
+            varied.ttl = ttl
+        other = _framed(varied, 1002)
+        env = codec.scan(other, memo)
+        assert env == codec.scan(other)
+        assert (env.durable, env.priority, env.ttl) == (False, priority, None if ttl is None else int(ttl * 1000))
+    assert memo.hits == 4
+    again = _framed(Message(body=b"b", durable=True, priority=4), 1003)
+    assert codec.scan(again, memo) == codec.scan(again)
+    assert memo.hits == 5
+
+
+def test_a_lead_with_delivery_annotations_is_recalled_whole():
+    memo = AnnotationMemo(SEQ)
+    first = Message(body=b"b", durable=True)
+    first.instructions = {symbol("x-opt-da"): "v"}
+    codec.scan(_framed(first, 1000), memo)
+    for da in ("v", "w"):  # equal: recalled with the lead; different: read, the map recalled
+        later = Message(body=b"b", durable=True)
+        later.instructions = {symbol("x-opt-da"): da}
+        raw = _framed(later, 1001)
+        assert codec.scan(raw, memo) == codec.scan(raw)
+    assert memo.hits == 2
