@@ -28,7 +28,8 @@ Theory of operation
 * Two bounded caches, emptied when full, keep repeated work off the hot path: the ``Symbol`` for each
   symbol spelling seen, and the decoded header for each header encoding (there are few distinct ones).
 * ``scan(raw, memo)`` with an ``AnnotationMemo`` per publisher link decodes a message-annotations section
-  that repeats the link's previous one (all but the ulong publisher seq) only once (``codec.memo``).
+  that repeats the link's previous one (all but the ulong publisher seq), and the header before it, only once
+  (``codec.memo``).
 """
 
 from __future__ import annotations
