@@ -168,8 +168,9 @@ def test_lag_from_parquet_reads_above_the_lowest_mark_and_the_last_hour_and_answ
     with engine.begin() as conn:
         conn.execute(sa.insert(AckCursor).values(id=1, owner_kind="subscription", owner="a.s", address="prices/fx",
                                                  low_water=3, updated_at=now))  # fmt: skip
+        # the lowest mark is 3: rows 2 and 3 (the day before, within the hour) are read for the hour's figures only
         conn.execute(sa.insert(AckCursor).values(id=2, owner_kind="queue", owner="other", address="other",
-                                                 low_water=0, updated_at=now))  # fmt: skip
+                                                 low_water=6, updated_at=now))  # fmt: skip
         conn.execute(sa.insert(Ack).values(cursor_id=1, message_id=4))
         conn.execute(sa.insert(Subscription).values(id=1, kind="durable", durable=True, client_id="a", name="s",
                                                     topic="prices/fx", cursor_id=1, created_at=now))  # fmt: skip
