@@ -2,7 +2,9 @@
 
 Owns the export's layout and its increment. The dataset is ``DIR/journal/topic=<address>/day=<YYYY-MM-DD>/``
 (Spark escapes ``/`` in a topic as ``%2F``), every column of ``messages`` in the files (``names.EXPORT_COLUMNS``),
-``day`` the UTC date of ``ts``. A run reads only the rows after the highest journal sequence already exported
+``day`` the UTC date of ``ts``, timestamps as INT64 microseconds (so a ``ts`` filter uses the files' statistics;
+older exports wrote INT96, and a dataset holding both is read alike). A run reads only the rows after the highest
+journal sequence already exported
 (found in the dataset itself, so a run that failed before its commit leaves nothing to reconcile) up to the cut
 taken at its start, and appends them: a day's rows are written by the runs while it is open; the first run after
 the day closes rewrites each of its partitions into one file, once, and never touches it again
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from subgate.pipeline import names as n
-from subgate.pipeline.closing import close_days
+from subgate.pipeline.closing import close_days, int64_timestamps
 from subgate.pipeline.readers import JdbcStore, Snapshot, read_journal, read_parquet, take_snapshot
 
 if TYPE_CHECKING:
@@ -65,7 +67,8 @@ def export_journal(spark: SparkSession, store: JdbcStore, out: Path, partitions:
         return ExportResult(str(dataset), 0, None, done, close_days(spark, dataset))
     tail = Snapshot(max(done + 1, snapshot.first_id), snapshot.last_id)
     rows = partitioned(read_journal(spark, store, tail, partitions, n.EXPORT_COLUMNS))
-    rows.write.mode("append").partitionBy("topic", "day").parquet(str(dataset))
+    with int64_timestamps(spark):
+        rows.write.mode("append").partitionBy("topic", "day").parquet(str(dataset))
     written = read_parquet(spark, str(dataset)).where(F.col(n.ID) > done)
     count, low = written.agg(F.count(F.lit(1)), F.min(n.ID)).collect()[0]
     return ExportResult(str(dataset), int(count), int(low), snapshot.last_id, close_days(spark, dataset))

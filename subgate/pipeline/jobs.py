@@ -87,20 +87,30 @@ def selector_scope(spark: SparkSession, journal: DataFrame, consumers: DataFrame
     return lag.path_scope(consumers).unionByName(extra)
 
 
+MARKS_FOR_BANDS = 64  # up to this many distinct low-water marks, lag from Parquet sums bands (``lag_by_marks``)
+
+
 def run_lag(
     spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
 ) -> LagResult:
     """One pass over the journal (only the columns the plan needs are read); the small result is kept for the
-    branch totals."""
+    branch totals. From Parquet: only the rows lag can count are read (``parquet_lag_window``), and with few
+    distinct low-water marks they are summed per address and band (``lag.lag_by_marks``), not paired with each
+    consumer: the same answer for a fraction of the work (docs/pipeline.md, "Lag from Parquet")."""
     tables = _tables(spark, store, partitions, parquet)
     consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
     journal = tables.journal
+    marks: list[int] | None = None
     if parquet is not None:  # read only what lag can count: above the lowest mark, or of the last hour's days
-        floor = consumers.agg({"low_water": "min"}).collect()[0][0]
-        if floor is not None:
-            journal = parquet_lag_window(spark, parquet, tables.snapshot, int(floor), now - lag.HOUR)
+        lows = [row["low_water"] for row in consumers.select("low_water").collect()]
+        if lows and None not in lows:
+            journal = parquet_lag_window(spark, parquet, tables.snapshot, min(lows), now - lag.HOUR, now)
+            marks = sorted(set(lows)) if len(set(lows)) <= MARKS_FOR_BANDS else None
     scope = selector_scope(spark, journal, consumers)
-    rows = lag.lag(journal, consumers, tables.acks, now, scope).cache()
+    if marks is not None:
+        rows = lag.lag_by_marks(journal, consumers, tables.acks, now, marks, scope).cache()
+    else:
+        rows = lag.lag(journal, consumers, tables.acks, now, scope).cache()
     try:
         return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
     finally:

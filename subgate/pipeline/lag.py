@@ -15,6 +15,9 @@ Pure: ``DataFrame -> DataFrame`` with the frames and the job's clock passed in; 
   them no longer in its backlog (accepted, or below its start). The store keeps no time of an accept, so "out" is
   counted by when the rows came in.
 - **branch totals**: the consumers grouped by branch (a topic's first path segment, a queue's whole name).
+
+``lag`` pairs each journal row with each consumer that reads it; ``lag_by_marks`` gives the same frame from one
+aggregation of the journal per address and band between the consumers' marks (lag from Parquet uses it).
 """
 
 from __future__ import annotations
@@ -150,6 +153,12 @@ def lag(
             F.count(F.when(recent & waiting, F.lit(1))).alias("recent_backlog"),
         )
     )
+    return _lag_rows(consumer, per_consumer, now)
+
+
+def _lag_rows(consumer: DataFrame, per_consumer: DataFrame, now: datetime) -> DataFrame:
+    """``LAG_COLUMNS`` from the consumers and their sums (``cursor_id``, ``backlog``, ``oldest``, ``in_last_hour``,
+    ``recent_backlog``; none for a consumer with no row)."""
     out = consumer.join(per_consumer, n.CURSOR_ID, "left").select(
         *consumer.columns,
         F.coalesce(F.col("backlog"), F.lit(0)).cast("long").alias("backlog"),
@@ -160,6 +169,60 @@ def lag(
         .alias("out_last_hour"),
     )
     return out.select(*LAG_COLUMNS).orderBy("kind", "topic", "name", F.col("client_id").asc_nulls_first())
+
+
+def _marks_below(column: Column, marks: list[int], inclusive: bool) -> Column:
+    """How many of ``marks`` lie below ``column`` (at or below it with ``inclusive``)."""
+    level: Column = F.lit(0)
+    for mark in marks:
+        level = level + (column >= F.lit(mark) if inclusive else column > F.lit(mark)).cast("int")
+    return level
+
+
+def lag_by_marks(
+    journal: DataFrame,
+    consumer: DataFrame,
+    acks: DataFrame,
+    now: datetime,
+    marks: list[int],
+    scope: DataFrame | None = None,
+) -> DataFrame:
+    """The frame of ``lag``, without pairing each journal row with each consumer: for few distinct low-water marks
+    (``marks``: every consumer's, none null), which split the sequences into bands.
+
+    One aggregation of the journal per address and band, in which each row some consumer accepted (few: accepts
+    lie above the marks) stays a group of its own; then each consumer sums the groups of its addresses in the
+    bands above its mark, leaving out the rows it accepted. A row is above a mark exactly when its band is at or
+    past the mark's, so the sums are those of ``lag``."""
+    recent = (F.col(n.TS) > F.lit(now - HOUR)) & (F.col(n.TS) <= F.lit(now))
+    accepted_ids = acks.select(F.col(n.MESSAGE_ID).alias("accepted")).distinct()
+    rows = journal.where(F.col(n.DURABLE)).select(n.ID, n.ADDRESS, n.TS)
+    groups = (
+        rows.join(F.broadcast(accepted_ids), F.col(n.ID) == F.col("accepted"), "left")
+        .groupBy(n.ADDRESS, _marks_below(F.col(n.ID), marks, inclusive=False).alias("band"), "accepted")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min(n.TS).alias("first_ts"),
+            F.count(F.when(recent, F.lit(1))).alias("recent"),
+        )
+    )
+    reads = path_scope(consumer) if scope is None else scope
+    levels = consumer.select(n.CURSOR_ID, _marks_below(F.col("low_water"), marks, inclusive=True).alias("level"))
+    own = acks.select(n.CURSOR_ID, F.col(n.MESSAGE_ID).alias("accepted"), F.lit(True).alias("acked"))
+    waiting = (F.col("band") >= F.col("level")) & F.col("acked").isNull()
+    per_consumer = (
+        groups.join(F.broadcast(reads), n.ADDRESS)
+        .join(F.broadcast(levels), n.CURSOR_ID)
+        .join(F.broadcast(own), [n.CURSOR_ID, "accepted"], "left")
+        .groupBy(n.CURSOR_ID)
+        .agg(
+            F.sum(F.when(waiting, F.col("rows"))).alias("backlog"),
+            F.min(F.when(waiting, F.col("first_ts"))).alias("oldest"),
+            F.sum("recent").alias("in_last_hour"),
+            F.sum(F.when(waiting, F.col("recent"))).alias("recent_backlog"),
+        )
+    )
+    return _lag_rows(consumer, F.broadcast(per_consumer), now)
 
 
 def branch_of(kind: Column, topic: Column) -> Column:

@@ -227,18 +227,30 @@ def parquet_snapshot(journal: DataFrame) -> Snapshot:
     return Snapshot(int(row["lo"] or 0), int(row["hi"] or 0))
 
 
-def parquet_lag_window(spark: SparkSession, dataset: str, snapshot: Snapshot, floor: int, since: datetime) -> DataFrame:
+def parquet_lag_window(
+    spark: SparkSession, dataset: str, snapshot: Snapshot, floor: int, since: datetime, until: datetime
+) -> DataFrame:
     """The exported journal rows a lag job can count, up to the cut: those above ``floor`` (the lowest low-water
     mark of every consumer: no backlog lies below it), which Parquet's row-group statistics find without reading
-    the rest, and those at or below it in the partitions of the days from ``since`` on (the last hour's figures),
-    whose folders are the only others read. Gives the same answer as the whole journal would."""
+    the rest, and those at or below it journaled in ``(since, until]`` (the last hour's figures), looked for only
+    in the partitions of those days. Gives the same answer as the whole journal would."""
     from pyspark.sql import functions as F
 
-    day = (since if since.tzinfo is not None else since.replace(tzinfo=UTC)).astimezone(UTC).date()
+    first, last = (_utc(moment).date() for moment in (since, until))
     exported = read_parquet(spark, dataset).where(F.col(n.ID) <= snapshot.last_id)
     above = exported.where(F.col(n.ID) > floor)
-    recent = exported.where((F.col("day") >= F.lit(day)) & (F.col(n.ID) <= floor))
+    recent = exported.where(
+        (F.col("day") >= F.lit(first))
+        & (F.col("day") <= F.lit(last))
+        & (F.col(n.ID) <= floor)
+        & (F.col(n.TS) > F.lit(since))
+        & (F.col(n.TS) <= F.lit(until))
+    )
     return above.unionByName(recent).select(*n.MESSAGE_COLUMNS)
+
+
+def _utc(moment: datetime) -> datetime:
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def read_store_with_parquet(spark: SparkSession, store: JdbcStore, dataset: str) -> StoreTables:

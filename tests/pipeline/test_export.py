@@ -168,8 +168,9 @@ def test_lag_from_parquet_reads_above_the_lowest_mark_and_the_last_hour_and_answ
     with engine.begin() as conn:
         conn.execute(sa.insert(AckCursor).values(id=1, owner_kind="subscription", owner="a.s", address="prices/fx",
                                                  low_water=3, updated_at=now))  # fmt: skip
+        # the lowest mark is 3: rows 2 and 3 (the day before, within the hour) are read for the hour's figures only
         conn.execute(sa.insert(AckCursor).values(id=2, owner_kind="queue", owner="other", address="other",
-                                                 low_water=0, updated_at=now))  # fmt: skip
+                                                 low_water=6, updated_at=now))  # fmt: skip
         conn.execute(sa.insert(Ack).values(cursor_id=1, message_id=4))
         conn.execute(sa.insert(Subscription).values(id=1, kind="durable", durable=True, client_id="a", name="s",
                                                     topic="prices/fx", cursor_id=1, created_at=now))  # fmt: skip
@@ -183,3 +184,40 @@ def test_lag_from_parquet_reads_above_the_lowest_mark_and_the_last_hour_and_answ
     figures = {r["name"]: (r["backlog"], r["in_last_hour"], r["out_last_hour"]) for r in from_store.rows}
     # prices/fx: 1..3 are at or below the mark, 4 is acked, 5 and 6 wait; 2..6 came in the last hour, 2..4 are out
     assert figures == {"s": (2, 5, 3), "other": (1, 1, 0)}
+
+
+def test_timestamps_are_int64_and_an_export_begun_with_int96_files_answers_the_same(spark, store_url, tmp_path):
+    from subgate.pipeline.readers import Snapshot, read_journal
+
+    now = datetime(2026, 3, 5, 0, 30, tzinfo=UTC)
+    upgrade(store_url)
+    add_rows(store_url, *(row(i, "prices/fx", i, NEXT_DAY.replace(minute=i)) for i in (1, 2, 3)))
+    store = jdbc_store(store_url)
+    dataset = tmp_path / "journal"  # rows 1..3 as an older export wrote them: INT96 timestamps
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    partitioned(read_journal(spark, store, Snapshot(1, 3), 1, n.EXPORT_COLUMNS)).write.partitionBy(
+        "topic", "day"
+    ).parquet(str(dataset))
+    add_rows(store_url, *(row(i, "prices/fx", i, NEXT_DAY.replace(minute=i)) for i in (4, 5)))
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(AckCursor).values(id=1, owner_kind="queue", owner="prices/fx", address="prices/fx",
+                                                 low_water=4, updated_at=now))  # fmt: skip
+    engine.dispose()
+    assert export_journal(spark, store, tmp_path).rows == 2
+
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    kinds = []
+    for file in sorted(dataset.glob("topic=*/day=*/*.parquet")):  # the files' own physical type of ts
+        footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(
+            hadoop, jvm.org.apache.hadoop.fs.Path(str(file))
+        )
+        kinds.append(footer.getFileMetaData().getSchema().getType(n.TS).asPrimitiveType().getPrimitiveTypeName().name())
+    assert sorted(kinds) == ["INT64", "INT96"]
+    stamps = read_parquet(spark, str(dataset)).orderBy(n.ID).select(n.TS).collect()
+    assert [r[n.TS] for r in stamps] == [NEXT_DAY.replace(minute=i, tzinfo=None) for i in range(1, 6)]
+    # the hour's rows at or below the lowest mark (4) come from both kinds of files, filtered on ts
+    from_store, from_parquet = run_lag(spark, store, now), run_lag(spark, store, now, parquet=str(dataset))
+    assert from_parquet == from_store
+    assert [(r["backlog"], r["in_last_hour"]) for r in from_store.rows] == [(1, 5)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from subgate.pipeline import lag
@@ -15,6 +16,15 @@ LAG_SCHEMA = (
     "kind STRING, name STRING, client_id STRING, topic STRING, subscription_kind STRING, low_water BIGINT, "
     "backlog BIGINT, oldest_unaccepted_age_s DOUBLE, in_last_hour BIGINT, out_last_hour BIGINT"
 )
+
+
+def by_marks(journal, consumer, accepted, now, scope=None):
+    """``lag.lag_by_marks`` with the consumers' own marks: it must give ``lag.lag``'s frame."""
+    marks = sorted({row["low_water"] for row in consumer.select("low_water").collect()})
+    return lag.lag_by_marks(journal, consumer, accepted, now, marks, scope)
+
+
+BOTH = pytest.mark.parametrize("lag_of", [lag.lag, by_marks], ids=["pairs", "bands"])
 
 
 def consumer_frames(spark):
@@ -47,7 +57,8 @@ def test_consumers_are_durable_subscriptions_with_a_cursor_and_queues(spark):
     assertDataFrameEqual(lag.consumers(subs, curs), expected)
 
 
-def test_backlog_counts_unaccepted_persistent_rows_above_the_position_with_out_of_order_accepts(spark):
+@BOTH
+def test_backlog_counts_unaccepted_persistent_rows_above_the_position_with_out_of_order_accepts(spark, lag_of):
     subs, curs = consumer_frames(spark)
     rows = journal(
         spark,
@@ -62,7 +73,7 @@ def test_backlog_counts_unaccepted_persistent_rows_above_the_position_with_out_o
         message(BIG + 9, "jobs/a", ts=ago(1), kind="queue"),
     )
     accepted = acks(spark, (10, BIG + 4), (11, BIG + 6), (11, BIG + 1), (12, BIG + 9))
-    result = lag.lag(rows, lag.consumers(subs, curs), accepted, NOW)
+    result = lag_of(rows, lag.consumers(subs, curs), accepted, NOW)
     expected = spark.createDataFrame(
         [
             ("queue", "jobs/a", None, "jobs/a", None, BIG, 1, 4000.5, 1, 1),
@@ -74,9 +85,10 @@ def test_backlog_counts_unaccepted_persistent_rows_above_the_position_with_out_o
     assertDataFrameEqual(result, expected, checkRowOrder=True)
 
 
-def test_an_empty_journal_leaves_every_consumer_with_no_backlog_and_no_age(spark):
+@BOTH
+def test_an_empty_journal_leaves_every_consumer_with_no_backlog_and_no_age(spark, lag_of):
     subs, curs = consumer_frames(spark)
-    result = lag.lag(journal(spark), lag.consumers(subs, curs), acks(spark), NOW)
+    result = lag_of(journal(spark), lag.consumers(subs, curs), acks(spark), NOW)
     expected = spark.createDataFrame(
         [
             ("queue", "jobs/a", None, "jobs/a", None, BIG, 0, None, 0, 0),
@@ -88,8 +100,9 @@ def test_an_empty_journal_leaves_every_consumer_with_no_backlog_and_no_age(spark
     assertDataFrameEqual(result, expected, checkRowOrder=True)
 
 
-def test_no_consumers_no_rows(spark):
-    result = lag.lag(journal(spark, message(1)), lag.consumers(subscriptions(spark), cursors(spark)), acks(spark), NOW)
+@BOTH
+def test_no_consumers_no_rows(spark, lag_of):
+    result = lag_of(journal(spark, message(1)), lag.consumers(subscriptions(spark), cursors(spark)), acks(spark), NOW)
     assertDataFrameEqual(result, spark.createDataFrame([], LAG_SCHEMA))
 
 
@@ -115,7 +128,8 @@ def test_branch_totals_sum_per_first_path_segment_and_per_queue(spark):
     assertDataFrameEqual(lag.branch_totals(rows), expected, checkRowOrder=True)
 
 
-def test_a_selector_subscription_reads_every_topic_its_selector_matches(spark):
+@BOTH
+def test_a_selector_subscription_reads_every_topic_its_selector_matches(spark, lag_of):
     from subgate.pipeline.jobs import selector_scope
 
     subs = subscriptions(spark, (1, "durable", True, "app1", "all", "?prices/.*", 10))
@@ -142,4 +156,28 @@ def test_a_selector_subscription_reads_every_topic_its_selector_matches(spark):
         ],
         LAG_SCHEMA,
     )
-    assertDataFrameEqual(lag.lag(rows, consumer, acks(spark), NOW, scope), expected, checkRowOrder=True)
+    assertDataFrameEqual(lag_of(rows, consumer, acks(spark), NOW, scope), expected, checkRowOrder=True)
+
+
+@BOTH
+def test_accepts_of_other_consumers_and_recent_rows_below_a_mark(spark, lag_of):
+    """Rows one consumer accepted still wait for another; a recent row below a mark counts in the hour only."""
+    subs, curs = consumer_frames(spark)
+    rows = journal(
+        spark,
+        message(BIG + 1, ts=ago(100)),  # below s1's mark, of the last hour; g1 accepted it
+        message(BIG + 2, ts=ago(50)),  # at s1's mark; g1's oldest of the hour
+        message(BIG + 3, ts=ago(4000)),  # above both marks; s1 accepted it, g1's oldest
+        message(BIG + 4, ts=ago(30)),  # both accepted it
+        message(BIG + 5, "jobs/a", ts=ago(20), kind="queue"),  # s1's cursor "accepted" it: not the queue's accept
+    )
+    accepted = acks(spark, (11, BIG + 1), (10, BIG + 3), (10, BIG + 4), (11, BIG + 4), (10, BIG + 5))
+    expected = spark.createDataFrame(
+        [
+            ("queue", "jobs/a", None, "jobs/a", None, BIG, 1, 20.0, 1, 0),
+            ("subscription", "g1", None, "prices/fx", "shared-durable", 0, 2, 4000.0, 3, 2),
+            ("subscription", "s1", "app1", "prices/fx", "durable", BIG + 2, 0, None, 3, 3),
+        ],
+        LAG_SCHEMA,
+    )
+    assertDataFrameEqual(lag_of(rows, lag.consumers(subs, curs), accepted, NOW), expected, checkRowOrder=True)
