@@ -156,21 +156,14 @@ def run_store(store: str, opts: argparse.Namespace, workdir: Path) -> dict:
     n, common, tmo = opts.count, ["--size", str(opts.size), "--window", str(opts.window)], opts.scenario_timeout
     try:
         if opts.warmup:
-            warm = ["--address", QUEUE, "--cap", "queue", *common, "--count", str(opts.warmup)]
-            R.loadgen(broker, "pair", [*warm, "--container", f"bench-{store}-000"], tmo)
+            R.loadgen(broker, "pair", ["--address", QUEUE, "--cap", "queue", *common, "--count", str(opts.warmup)], tmo)
 
-        # a. S2 without and with publisher ids, interleaved. Every journal row goes into the index on (publisher_id,
-        # publisher_seq): without an id the server derives it from the container id (CONTAINER-0/LINK), with one it
-        # is the id. Both are named so that each run's rows sort after every earlier run's (…-001-a, …-001-b,
-        # …-002-a, …): an index insert at the right edge of the B-tree is cheaper than one inside it (measured:
-        # a publisher id sorting before loadgen's default container ids made the with-id runs 5-20 % slower), and
-        # the comparison is of the per-message work, not of where each variant's keys happen to fall.
+        # a. S2 without and with publisher ids, interleaved
         dup: dict[str, list[dict]] = {"without": [], "with": []}
         for r in range(opts.rounds):
             R.log(f"{store}: duplicates, round {r + 1}/{opts.rounds}")
-            plain = ["--container", f"bench-{store}-{r + 1:03d}-a"]
-            dup["without"].append(s2(broker, QUEUE, n, common, tmo, store_pid, plain))
-            pub = ["--publisher-id", f"bench-{store}-{r + 1:03d}-b"]  # a fresh id per run: no message is a duplicate
+            dup["without"].append(s2(broker, QUEUE, n, common, tmo, store_pid))
+            pub = ["--publisher-id", f"bench-{store}-{r + 1}"]  # a fresh id per run: no message is a duplicate
             dup["with"].append(s2(broker, QUEUE, n, common, tmo, store_pid, pub))
         out["duplicates"] = dup
 
