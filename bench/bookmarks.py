@@ -421,7 +421,8 @@ def render(report: dict, table: list[list[str]], head: list[str]) -> str:
         f"wall time {R.duration(report['wall_seconds'])}. Shared, noisy machine: compare figures within this run.",
         "",
         f"Sizes: S2 {o['count']:,} durable 1 KiB messages per run, {o['rounds']} rounds of each variant interleaved "
-        f"(A B A B); replay {o['replay_count']:,} messages; S4 {o['latency_count']:,} round trips after "
+        "(A B, B A, A B ...: each variant as often first in a pair as second); "
+        f"replay {o['replay_count']:,} messages; S4 {o['latency_count']:,} round trips after "
         f"{o['latency_warmup']:,}. Server: `subgate serve` with default settings (page-messages 2000, retention 7d) "
         f"plus `{' '.join(SERVE_EXTRA)}`, which only concerns that queue; SQLite in the run's temp dir, "
         "PostgreSQL in a throwaway cluster (fsync on, synchronous_commit on). Broker CPU = utime+stime of the "
