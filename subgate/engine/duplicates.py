@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from subgate.engine.codec.memo import AnnotationMemo
 from subgate.engine.codec.types import ULong
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
@@ -46,6 +47,28 @@ def publisher_identity(annotations: dict[str, object] | None) -> tuple[str, int]
     # A plain int: the journal binds it for every row, and the drivers take an int subclass (ULong) the slow way
     # (about 1 µs a row on SQLite, bench: the writer's CPU per row).
     return publisher_id, int(seq)
+
+
+def identity_through(memo: AnnotationMemo, hits: int, annotations: dict[str, object]) -> tuple[str, int] | None:
+    """``publisher_identity`` of a map that ``scan`` read through ``memo`` (``hits``: the memo's count before).
+
+    A recalled map is the memo's template but for the seq (the template's hole), so the publisher id found valid
+    in it (kept as the memo's note, "" for a map with neither annotation) is taken again and only the seq is
+    checked: one of the costs a numbered message adds in the server, where every call is dear.
+
+    Raises:
+        Refused: as ``publisher_identity``.
+    """
+    note = memo.note
+    if note is not None and memo.hits != hits:
+        if not note:
+            return None
+        seq = annotations[PUBLISHER_SEQ]
+        if seq <= MAX_SEQ:  # type: ignore[operator]
+            return note, int(seq)  # type: ignore[call-overload]
+    identity = publisher_identity(annotations)
+    memo.note = "" if identity is None else identity[0]
+    return identity
 
 
 class PublisherMarks:

@@ -29,7 +29,7 @@ from typing import NamedTuple
 from proton import Condition, Delivery, Link
 
 from subgate.engine import backlog, codec
-from subgate.engine.duplicates import PublisherMarks, publisher_identity
+from subgate.engine.duplicates import PublisherMarks, identity_through, publisher_identity
 from subgate.engine.fanout import check_local_change
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
@@ -152,10 +152,11 @@ class Publishing:
             return
         try:
             txn = self.transacting.transaction_of(delivery)
-            env = codec.scan(raw, inbound.annotations)
+            memo, hits = inbound.annotations, inbound.annotations.hits
+            env = codec.scan(raw, memo)
             node = inbound.node or self._relay_node(env, inbound.conn)
             # A transaction's sends are numbered by the server: a rollback must not leave a mark behind.
-            identity = publisher_identity(env.annotations) if env.annotations and txn is None else None
+            identity = identity_through(memo, hits, env.annotations) if env.annotations and txn is None else None
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
             inbound.top_up()

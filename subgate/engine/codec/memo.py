@@ -47,6 +47,7 @@ class AnnotationMemo:
         "_at",
         "_end",
         "hits",
+        "note",
     )
 
     def __init__(self, hole_key: str | None = None) -> None:
@@ -62,6 +63,9 @@ class AnnotationMemo:
         self._at = -1  # offset of the hole from the message's start; -1: no hole
         self._end = 0  # the section's end from the message's start
         self.hits = 0
+        # What the memo's owner derived from the template's map (a recalled map differs from it at most in the
+        # hole): None until the owner sets it, and again whenever the template changes.
+        self.note: Any = None
 
     def recall_lead(self, raw: bytes) -> tuple[Any, dict[str, object], int] | None:
         """For a message that starts with the template's lead: what ``scan`` read from the lead, the decoded map
@@ -98,7 +102,7 @@ class AnnotationMemo:
     def learn(self, raw: bytes, start: int, end: int, annotations: dict[str, object], read: Any = None) -> None:
         """Make the section ``raw[start:end]``, which decoded to ``annotations``, the template (if it may be), and
         the bytes before it its lead, from which ``scan`` read ``read`` (an immutable value; None: no lead)."""
-        self._template = self._read = None
+        self._template = self._read = self.note = None
         size = end - start
         if size > _MAX_SECTION or not all(isinstance(v, _SCALARS) for v in annotations.values()):
             return

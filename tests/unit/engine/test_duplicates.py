@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from subgate.engine.duplicates import PublisherMarks, publisher_identity
+from subgate.engine import codec
+from subgate.engine.codec import AnnotationMemo
+from subgate.engine.duplicates import PUBLISHER_SEQ, PublisherMarks, identity_through, publisher_identity
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
 
@@ -46,3 +48,46 @@ def test_a_write_that_failed_lowers_the_mark_so_that_the_resend_is_taken():
     assert marks.admit("p", 2)
     marks.not_written("p", 1)  # a later one was admitted since: the mark goes below the failed one anyway
     assert marks.admit("p", 1)
+
+
+def _numbered(publisher: str | None, seq: int) -> bytes:
+    """A loadgen-shaped message: header, annotations map32 {x-opt-publisher-id: str32 (null for None),
+    x-opt-publisher-seq: ulong}, a data section."""
+    import struct
+
+    entries = b"\xa3\x12x-opt-publisher-id"
+    entries += b"\x40" if publisher is None else b"\xb1" + struct.pack(">I", len(publisher)) + publisher.encode()
+    entries += b"\xa3\x13x-opt-publisher-seq\x80" + struct.pack(">Q", seq)
+    section = b"\x00\x53\x72\xd1" + struct.pack(">II", len(entries) + 4, 4) + entries
+    return b"\x00\x53\x70\xc0\x02\x01\x41" + section + b"\x00\x53\x75\xa0\x01x"
+
+
+def _through(memo: AnnotationMemo, raw: bytes) -> tuple[str, int] | None:
+    hits = memo.hits
+    return identity_through(memo, hits, codec.scan(raw, memo).annotations)
+
+
+def test_identity_through_the_memo_gives_what_publisher_identity_gives():
+    memo = AnnotationMemo(PUBLISHER_SEQ)
+    for seq in (1, 2, 300, 2**40, 2**63 - 1):
+        raw = _numbered("feed-1", seq)
+        assert _through(memo, raw) == publisher_identity(codec.scan(raw).annotations) == ("feed-1", seq)
+    assert memo.hits == 4 and memo.note == "feed-1"
+    with pytest.raises(Refused, match="below 2\\^63"):  # a recalled seq out of range is still refused
+        _through(memo, _numbered("feed-1", 2**63))
+    assert _through(memo, _numbered("feed-2", 7)) == ("feed-2", 7)  # another map: decoded, a new note
+    assert memo.note == "feed-2"
+    assert _through(memo, _numbered("feed-2", 8)) == ("feed-2", 8)
+
+
+def test_identity_through_the_memo_of_maps_without_or_with_a_bad_identity():
+    memo = AnnotationMemo(PUBLISHER_SEQ)
+    from proton import Message, byte, symbol
+
+    plain = bytes(Message(body=b"x", annotations={symbol("x-opt-jms-msg-type"): byte(3)}).encode())
+    for _ in range(3):
+        assert _through(memo, plain) is None
+    assert memo.note == "" and memo.hits == 2
+    for seq in (5, 6):  # a null id is a missing one: refused every time, recalled or not
+        with pytest.raises(Refused, match="go together"):
+            _through(memo, _numbered(None, seq))
