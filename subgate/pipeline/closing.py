@@ -16,13 +16,13 @@ undoes a swap that a crash interrupted, so no row is ever missing from, or doubl
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subgate.pipeline import names as n
+from subgate.pipeline.session import session_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,16 +32,10 @@ _DAY = "day="
 _TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 
 
-@contextmanager
-def int64_timestamps(spark: SparkSession) -> Iterator[None]:
+def int64_timestamps(spark: SparkSession) -> AbstractContextManager[None]:
     """Write Parquet timestamps as INT64 microseconds (Spark's default is INT96, which has no statistics: a filter
     on ``ts`` could not skip a row group or a page). Files written before, with INT96, are still read alike."""
-    previous = spark.conf.get(_TIMESTAMP_TYPE) or "INT96"
-    spark.conf.set(_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
-    try:
-        yield
-    finally:
-        spark.conf.set(_TIMESTAMP_TYPE, previous)
+    return session_settings(spark, {_TIMESTAMP_TYPE: "TIMESTAMP_MICROS"})
 
 
 def partition_day(partition: Path) -> date | None:

@@ -8,6 +8,7 @@ Owns each job's wiring and the rows' JSON shape; the rules live in the transform
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from subgate.pipeline.readers import (
     read_store,
     read_store_with_parquet,
 )
+from subgate.pipeline.session import session_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,6 +89,7 @@ def selector_scope(spark: SparkSession, journal: DataFrame, consumers: DataFrame
     return lag.path_scope(consumers).unionByName(extra)
 
 
+ADAPTIVE = "spark.sql.adaptive.enabled"
 MARKS_FOR_BANDS = 64  # up to this many distinct low-water marks, lag from Parquet sums bands (``lag_by_marks``)
 
 
@@ -96,7 +99,14 @@ def run_lag(
     """One pass over the journal (only the columns the plan needs are read); the small result is kept for the
     branch totals. From Parquet: only the rows lag can count are read (``parquet_lag_window``), and with few
     distinct low-water marks they are summed per address and band (``lag.lag_by_marks``), not paired with each
-    consumer: the same answer for a fraction of the work (docs/pipeline.md, "Lag from Parquet")."""
+    consumer: the same answer for a fraction of the work (docs/pipeline.md, "Lag from Parquet"). Its plans are
+    then small, and adaptive execution, which would run each of their exchanges as a job of its own, is off (at
+    10M rows 22 jobs become 13, about 0.3 s less)."""
+    with session_settings(spark, {ADAPTIVE: "false"}) if parquet is not None else nullcontext():
+        return _lag(spark, store, now, partitions, parquet)
+
+
+def _lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: int, parquet: str | None) -> LagResult:
     tables = _tables(spark, store, partitions, parquet)
     consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
     journal = tables.journal

@@ -5,6 +5,7 @@ only when it starts it): the JDBC driver jars from Debian's packages as local pa
 Maven at run time), the session time zone (UTC: journal times are UTC), loopback-only networking, Spark's own
 console progress bar off and its logging down to errors (``log4j2.properties`` beside this module).
 ``missing_requirement`` says in one line what to install when pyspark, Java or a driver jar is missing.
+``session_settings`` sets SQL settings for one step of a job and puts the session's back afterwards.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,3 +128,19 @@ def start_session(settings: SessionSettings) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Run the ``with`` body with these SQL settings, then put back what the session had (unset ones unset)."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, before in previous.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)

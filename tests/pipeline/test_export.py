@@ -221,3 +221,14 @@ def test_timestamps_are_int64_and_an_export_begun_with_int96_files_answers_the_s
     from_store, from_parquet = run_lag(spark, store, now), run_lag(spark, store, now, parquet=str(dataset))
     assert from_parquet == from_store
     assert [(r["backlog"], r["in_last_hour"]) for r in from_store.rows] == [(1, 5)]
+
+
+def test_session_settings_hold_for_the_block_and_are_put_back(spark):
+    from subgate.pipeline.session import session_settings
+
+    key, unset = "spark.sql.adaptive.enabled", "spark.subgate.test.unset"
+    before = spark.conf.get(key)
+    with session_settings(spark, {key: "false", unset: "x"}):
+        assert spark.conf.get(key) == "false" and spark.conf.get(unset) == "x"
+    assert spark.conf.get(key) == before
+    assert spark.conf.get(unset, None) is None
