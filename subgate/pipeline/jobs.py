@@ -115,7 +115,8 @@ def _lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: int, 
         lows = [row["low_water"] for row in consumers.select("low_water").collect()]
         if lows and None not in lows:
             journal = parquet_lag_window(spark, parquet, tables.snapshot, min(lows), now - lag.HOUR, now)
-            marks = sorted(set(lows)) if len(set(lows)) <= MARKS_FOR_BANDS else None
+            distinct = sorted(set(lows))
+            marks = distinct if len(distinct) <= MARKS_FOR_BANDS else None
     scope = selector_scope(spark, journal, consumers)
     if marks is not None:
         rows = lag.lag_by_marks(journal, consumers, tables.acks, now, marks, scope).cache()

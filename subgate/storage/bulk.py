@@ -168,12 +168,18 @@ def _copy(conn: Any, statement: str, types: Sequence[str]) -> Iterator[Any]:
     """A binary COPY on the psycopg connection under ``conn`` (same transaction). Driver errors come out as
     SQLAlchemy's (``IntegrityError``, ``OperationalError``...) like every other statement's; after a lost
     connection, the transaction's rollback fails and SQLAlchemy drops the connection from the pool."""
-    raw = conn.connection.driver_connection
+    with _driver(conn, statement) as raw, raw.cursor() as cursor, cursor.copy(statement) as copy:
+        copy.set_types(types)
+        yield copy
+
+
+@contextmanager
+def _driver(conn: Any, statement: str) -> Iterator[Any]:
+    """The driver's connection under ``conn`` (same transaction); a driver error in the block comes out as
+    SQLAlchemy's, as from ``exec_driver_sql``."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
-        with raw.cursor() as cursor, cursor.copy(statement) as copy:
-            copy.set_types(types)
-            yield copy
+        yield conn.connection.driver_connection
     except dbapi_error as exc:
         raise DBAPIError.instance(statement, None, exc, dbapi_error, dialect=conn.dialect) from exc
 
@@ -183,9 +189,7 @@ def _execute(conn: Any, statement: str, parameters: Any, *, many: bool = False) 
     execution context: about 6 µs less per statement, paid by the writer thread while it holds the GIL (the
     reactor waits for it), several times per group commit. Errors come out as SQLAlchemy's, as from
     ``exec_driver_sql``. Only for statements that need no result and no SQLAlchemy events (there are none)."""
-    raw = conn.connection.driver_connection
-    dbapi_error = conn.dialect.loaded_dbapi.Error
-    try:
+    with _driver(conn, statement) as raw:
         if many:
             cursor = raw.cursor()
             try:
@@ -194,8 +198,6 @@ def _execute(conn: Any, statement: str, parameters: Any, *, many: bool = False) 
                 cursor.close()
         else:
             raw.execute(statement, parameters).close()
-    except dbapi_error as exc:
-        raise DBAPIError.instance(statement, None, exc, dbapi_error, dialect=conn.dialect) from exc
 
 
 def utc_from_ms(ms: int | None) -> datetime | None:

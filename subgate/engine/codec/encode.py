@@ -107,11 +107,17 @@ def _decimal(code: int, size: int) -> _Encoder:
     return encode
 
 
+def compound_head(code8: int, code32: int, count: int, size: int) -> bytes:
+    """The constructor, size and count of a list/map whose elements take ``size`` bytes: the 1-byte size/count
+    form when both fit, else the 4-byte form."""
+    if count < 256 and size < 255:
+        return bytes((code8, size + 1, count))
+    return bytes((code32,)) + U32X2.pack(size + 4, count)
+
+
 def compound_bytes(code8: int, code32: int, count: int, body: bytes) -> bytes:
-    """Frame list/map elements: the 1-byte size/count form when both fit, else the 4-byte form."""
-    if count < 256 and len(body) < 255:
-        return bytes((code8, len(body) + 1, count)) + body
-    return bytes((code32,)) + U32X2.pack(len(body) + 4, count) + body
+    """Frame list/map elements (``compound_head`` then ``body``)."""
+    return compound_head(code8, code32, count, len(body)) + body
 
 
 def _encode_list(value: list[Any] | tuple[Any, ...]) -> bytes:

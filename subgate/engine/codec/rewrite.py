@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subgate.engine.codec.decode import U32, U32X2, compound, read_value, skip
-from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
+from subgate.engine.codec.decode import U32, compound, read_value, skip
+from subgate.engine.codec.encode import ENCODERS, compound_bytes, compound_head, encode_symbol, encode_value
 from subgate.engine.codec.sections import Envelope, section_code
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
 
@@ -124,12 +124,7 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
                 _ANNOTATION_KEYS[key] = encoded_key
         fresh[key] = encoded_key + encode_value(value)
     if env.annotations_start < 0:
-        # Insert before the first of properties, application-properties and body (every message has a body).
-        at = env.properties_start
-        if at < 0:
-            at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
-        if at < 0:
-            at = len(raw)
+        at = _new_section_at(raw, env)
         section = _annotation_section(b"\x00\x53\x72", fresh.values(), len(fresh))
         return _splice(raw, at, section, at)
     if env.annotations.keys().isdisjoint(fresh):
@@ -144,11 +139,18 @@ def with_annotations(raw: bytes, env: Envelope, extra: dict[str, object]) -> byt
     return _splice(raw, env.annotations_start, section, env.annotations_end)
 
 
+def _new_section_at(raw: bytes, env: Envelope) -> int:
+    """Where a message without message-annotations gets them: before the first of properties,
+    application-properties and body (every message has a body)."""
+    at = env.properties_start
+    if at < 0:
+        at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
+    return len(raw) if at < 0 else at
+
+
 def _map_head(size: int, count: int) -> bytes:
     """The message-annotations descriptor and the map's constructor, size and count, for a body of ``size``."""
-    if count < 256 and size < 255:
-        return b"\x00\x53\x72\xc1" + bytes((size + 1, count))
-    return b"\x00\x53\x72\xd1" + U32X2.pack(size + 4, count)
+    return b"\x00\x53\x72" + compound_head(0xC1, 0xD1, count, size)
 
 
 def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> bytes:
@@ -168,11 +170,7 @@ def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> by
     value = text.encode("utf-8")
     entry = encoded_key + (b"\xa1" + bytes((len(value),)) if len(value) < 256 else b"\xb1" + U32.pack(len(value)))
     if start < 0:
-        at = env.properties_start
-        if at < 0:
-            at = env.app_properties_start if env.app_properties_start >= 0 else env.body_start
-        if at < 0:
-            at = len(raw)
+        at = _new_section_at(raw, env)
         head, body, stop = _map_head(len(entry) + len(value), 2), b"", at
     else:
         stop, code = env.annotations_end, raw[start + 3]
