@@ -19,6 +19,7 @@ from sqlalchemy import Connection, delete, insert, update
 from subgate.engine.records import NewMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
+from subgate.storage.high_water import MarkLedger, marks_of
 from subgate.storage.journal_stats import journal_stats, read_bookmark
 from subgate.storage.models import (
     Ack,
@@ -53,7 +54,7 @@ from subgate.storage.operations import (
     Retain,
     SetSubscriptionConsumers,
 )
-from subgate.storage.replay import raise_high_water, resolve_replay
+from subgate.storage.replay import resolve_replay
 from subgate.storage.retention import retain
 from subgate.storage.store_metrics import read_metrics
 
@@ -86,34 +87,38 @@ class ReadAnswer:
 
 class OpenBatch:
     """One batch's transaction in progress: its connection, the message and ack rows gathered but not written
-    yet, and the tickets (or page answers) to report once it commits."""
+    yet, the tickets (or page answers) to report once it commits, and the publishers' marks its messages
+    raise (``storage.high_water``)."""
 
-    __slots__ = ("conn", "messages", "acks", "tickets")
+    __slots__ = ("conn", "messages", "acks", "tickets", "ledger")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, ledger: MarkLedger) -> None:
         self.conn = conn
         self.messages: list[NewMessage] = []
         self.acks: list[tuple[int, int]] = []
         self.tickets: list[int | ReadAnswer] = []
+        self.ledger = ledger
 
     def flush(self) -> None:
         """Write the message and ack rows gathered so far."""
         if self.messages:
             insert_messages(self.conn, self.messages)
-            raise_high_water(self.conn, self.messages)
+            self.ledger.stage(marks_of(self.messages))
             self.messages.clear()
         if self.acks:
             insert_acks(self.conn, self.acks)
             self.acks.clear()
 
 
-def apply_batch(conn: Connection, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
-    """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (reads: answers)."""
-    open_batch = OpenBatch(conn)
+def apply_batch(conn: Connection, batch: Sequence[Operation], ledger: MarkLedger) -> list[int | ReadAnswer]:
+    """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (reads: answers).
+    The caller tells ``ledger`` whether the transaction committed."""
+    open_batch = OpenBatch(conn, ledger)
     apply = APPLY
     for op in batch:
         apply[type(op)](open_batch, op)
     open_batch.flush()
+    ledger.write(conn)
     return open_batch.tickets
 
 

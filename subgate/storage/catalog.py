@@ -13,8 +13,8 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, func, or_, selec
 from sqlalchemy.orm import Session
 
 from subgate.engine.records import Catalog, CursorRecord, NodeRecord, PageRead, StoredMessage
+from subgate.storage.high_water import high_water_marks
 from subgate.storage.models import Ack, AckCursor, DeliveryFailure, JournalMessage, Node, Subscription
-from subgate.storage.replay import high_water_marks
 
 
 def load_catalog(session: Session) -> Catalog:

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, select
 
 from subgate.storage.errors import StoreError
+from subgate.storage.high_water import fold_deleted
 from subgate.storage.models import AckCursor, JournalMessage, table_of
 
 PLAN_NAME = "subgate-journal-compaction"
@@ -79,13 +80,14 @@ def compact(
         while start < deletion.through:
             with engine.begin() as conn:
                 end = _batch_end(conn, deletion, start, batch)
-                doomed = delete(_MESSAGES).where(
+                doomed = (
                     _MESSAGES.c.address == deletion.topic,
                     _MESSAGES.c.node_kind == deletion.kind,
                     _MESSAGES.c.id > start,
                     _MESSAGES.c.id <= end,
                 )
-                deleted = int(conn.execute(doomed).rowcount or 0)
+                fold_deleted(conn, select(_MESSAGES.c.id).where(*doomed))  # marks outlive their rows
+                deleted = int(conn.execute(delete(_MESSAGES).where(*doomed)).rowcount or 0)
             total += deleted
             if progress is not None and deleted:
                 progress(deletion, deleted)

@@ -36,6 +36,7 @@ from sqlalchemy import Engine
 from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
 from subgate.metrics.buckets import BATCH_SIZES, COMMIT_SECONDS, Buckets
 from subgate.storage.applying import ReadAnswer, apply_batch
+from subgate.storage.high_water import MarkLedger, write_pending
 from subgate.storage.operations import (
     TICKETED,
     Acknowledge,
@@ -137,6 +138,7 @@ class JournalWriter:
         self.batch_sizes = Buckets(BATCH_SIZES)
         self.health: CommitHealth | None = None  # None until the first commit
         self._tokens = TokenTable()  # touched only by the submitting thread
+        self._marks = MarkLedger()  # touched only by the writer thread
         self._ticket = self._tokens.issue
 
     # -- called on the reactor thread (enqueue only) ------------------------------------------------------
@@ -235,6 +237,7 @@ class JournalWriter:
                     break
             if batch:
                 self._commit(batch)
+        write_pending(self._engine, self._marks)
 
     def _commit(self, batch: Sequence[Operation]) -> None:
         tokens: list[Any] = []
@@ -276,8 +279,14 @@ class JournalWriter:
         return tokens, failed, error
 
     def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
-        with self._engine.begin() as conn:
-            return apply_batch(conn, batch)
+        try:
+            with self._engine.begin() as conn:
+                tickets = apply_batch(conn, batch, self._marks)
+        except BaseException:
+            self._marks.abandoned()
+            raise
+        self._marks.committed()
+        return tickets
 
 
 def _health_after(previous: CommitHealth | None, error: BaseException | None) -> CommitHealth:

@@ -1,25 +1,20 @@
-"""Reads of the journal that place a replay, and the publishers' high-water marks (duplicate detection).
+"""Reads of the journal that place a replay.
 
 Owns the queries behind ``ReplayRead`` (run by the journal writer, after everything submitted before it is
 committed): a bookmark's journal sequence (by ``publisher_id, publisher_seq``, the index
 ``ix_messages_publisher``), the last sequence journaled at or before a time (a binary search over the primary
 key: journal sequences are handed out in time order, so no index on ``ts`` is needed), the lowest retained
-sequence and a row count for depth. Also the high-water marks: read at start-up, raised in the transaction that
-writes the messages (``raise_high_water``), so that a crash cannot separate a message from its mark.
+sequence and a row count for depth. (The publishers' high-water marks: ``storage.high_water``.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import Connection, func, select
-from sqlalchemy.orm import Session
 
-from subgate.engine.records import NewMessage, ReplayAnswer, ReplayRead
-from subgate.storage.bulk import upsert_high_water
-from subgate.storage.models import JournalMessage, Publisher
+from subgate.engine.records import ReplayAnswer, ReplayRead
+from subgate.storage.models import JournalMessage
 
 _MAX_PROBES = 80  # a binary search over 64-bit sequences ends well within this
 
@@ -78,21 +73,3 @@ def _first_from(conn: Connection, seq: int) -> tuple[int, datetime]:
 
 def _comparable(ts: datetime) -> datetime:
     return ts.replace(tzinfo=None) if ts.tzinfo is not None else ts
-
-
-def high_water_marks(session: Session) -> dict[str, int]:
-    """Every publisher's high-water mark (start-up)."""
-    return {row.publisher_id: row.last_seq for row in session.scalars(select(Publisher))}
-
-
-def raise_high_water(conn: Any, messages: Sequence[NewMessage]) -> None:
-    """Raise the high-water mark of each publisher that numbered ``messages`` itself (``tracked``), inside the
-    transaction that writes them; a mark never goes down."""
-    marks: dict[str, tuple[int, int]] = {}
-    for m in messages:
-        if m.tracked:
-            current = marks.get(m.publisher_id)
-            if current is None or m.publisher_seq > current[0]:
-                marks[m.publisher_id] = (m.publisher_seq, m.ts_ms)
-    if marks:
-        upsert_high_water(conn, marks)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, delete, func, not_, or_, select
 
 from subgate.engine.records import RetentionAnswer, RetentionRun
+from subgate.storage.high_water import fold_deleted
 from subgate.storage.models import Ack, AckCursor, JournalMessage, table_of
 from subgate.storage.replay import last_at_or_before
 
@@ -48,5 +49,6 @@ def retain(conn: Connection, run: RetentionRun) -> RetentionAnswer:
     doomed = select(JournalMessage.id).where(
         JournalMessage.id > start, JournalMessage.id <= end, or_(stale, not_(unaccepted))
     )
+    fold_deleted(conn, doomed)  # the publishers' marks outlive their rows (storage.high_water)
     deleted = conn.execute(delete(_MESSAGES).where(_MESSAGES.c.id.in_(doomed))).rowcount
     return RetentionAnswer(int(deleted or 0), end, upto)

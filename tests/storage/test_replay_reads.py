@@ -1,4 +1,4 @@
-"""The store's side of replay, duplicates and retention (storage.replay, storage.retention), on both stores."""
+"""The store's side of replay and retention (storage.replay, storage.retention), on both stores."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from sqlalchemy import Engine, func, insert, select
 from subgate.engine.records import ReplayRead, RetentionRun
 from subgate.storage.bulk import insert_messages, utc_from_ms
 from subgate.storage.models import Ack, AckCursor, JournalMessage, Publisher, table_of
-from subgate.storage.replay import high_water_marks, last_at_or_before, raise_high_water, resolve_replay
+from subgate.storage.replay import last_at_or_before, resolve_replay
 from subgate.storage.retention import retain
 from tests.storage.test_journal import T0, new_message
 
@@ -35,21 +35,6 @@ def test_bookmarks_are_found_by_publisher_and_seq_and_rows_counted_above_the_sta
         answer = resolve_replay(conn, ReplayRead("t", (("c1/snd", 2), ("c1/snd", 99))))
     assert answer.found == {("c1/snd", 2): 2}
     assert (answer.oldest, answer.rows) == (1, 1)
-
-
-def test_high_water_marks_only_rise_and_only_for_tracked_publishers(engine: Engine):
-    with engine.begin() as conn:
-        messages = [new_message(1), new_message(2), new_message(3)]
-        for m, (pid, seq) in zip(messages, [("feed", 7), ("feed", 5), ("other", 1)], strict=True):
-            m.publisher_id, m.publisher_seq, m.tracked = pid, seq, pid == "feed"
-        raise_high_water(conn, messages)
-        lower = new_message(4)
-        lower.publisher_id, lower.publisher_seq, lower.tracked = "feed", 3, True
-        raise_high_water(conn, [lower])
-    from sqlalchemy.orm import Session
-
-    with Session(engine) as session:
-        assert high_water_marks(session) == {"feed": 7}
 
 
 def test_retention_deletes_old_rows_that_every_cursor_accepted_and_keeps_the_rest(engine: Engine):
