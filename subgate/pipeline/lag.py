@@ -162,8 +162,13 @@ def lag(
 def _lag_rows(consumer: DataFrame, per_consumer: DataFrame, now: datetime) -> DataFrame:
     """``LAG_COLUMNS`` from the consumers and their sums (``cursor_id``, ``backlog``, ``oldest``, ``in_last_hour``,
     ``recent_backlog``; none for a consumer with no row)."""
-    out = consumer.join(per_consumer, n.CURSOR_ID, "left").select(
-        *consumer.columns,
+    return _finished(consumer.join(per_consumer, n.CURSOR_ID, "left"), now)
+
+
+def _finished(sums: DataFrame, now: datetime) -> DataFrame:
+    """``LAG_COLUMNS``, sorted, from one row per consumer with its columns and its sums (null: none)."""
+    out = sums.select(
+        *LAG_COLUMNS[:6],
         F.coalesce(F.col("backlog"), F.lit(0)).cast("long").alias("backlog"),
         _seconds_before(now, "oldest").alias("oldest_unaccepted_age_s"),
         F.coalesce(F.col("in_last_hour"), F.lit(0)).cast("long").alias("in_last_hour"),
@@ -172,7 +177,7 @@ def _lag_rows(consumer: DataFrame, per_consumer: DataFrame, now: datetime) -> Da
         .alias("out_last_hour"),
     )
     order = ("kind", "topic", "name", F.col("client_id").asc_nulls_first())
-    return out.select(*LAG_COLUMNS).coalesce(1).sortWithinPartitions(*order)  # small: one row per consumer
+    return out.coalesce(1).sortWithinPartitions(*order)  # small: one row per consumer
 
 
 def _marks_below(column: Column, marks: list[int], inclusive: bool) -> Column:
@@ -198,8 +203,7 @@ def lag_by_marks(
     accepted (few: accepts lie above the marks) stays a group of its own; then each consumer sums the groups of
     its addresses in the bands above its mark, leaving out the rows it accepted (``consumer_sums``). A row is above
     a mark exactly when its band is at or past the mark's, so the sums are those of ``lag``."""
-    groups = band_groups(journal, acks, now, marks)
-    return _lag_rows(consumer, F.broadcast(consumer_sums(groups, consumer, acks, marks, scope)), now)
+    return _finished(consumer_sums(band_groups(journal, acks, now, marks), consumer, marks, scope), now)
 
 
 def _recent(column: str, now: datetime) -> Column:
@@ -209,13 +213,15 @@ def _recent(column: str, now: datetime) -> Column:
 
 def band_groups(journal: DataFrame, acks: DataFrame, now: datetime, marks: list[int]) -> DataFrame:
     """The journal's persistent rows summed per ``address``, ``band`` (how many marks lie below the row) and
-    ``accepted`` (the row's id when some consumer accepted it, else null): ``rows``, ``first_ts`` (the oldest) and
-    ``recent`` (rows of the hour before ``now``)."""
-    accepted_ids = acks.select(F.col(n.MESSAGE_ID).alias("accepted")).distinct()
+    ``acked_by`` (the sorted ids of the cursors that accepted the row, null when none did): ``rows``, ``first_ts``
+    (the oldest) and ``recent`` (rows of the hour before ``now``)."""
+    accepted = acks.groupBy(F.col(n.MESSAGE_ID).alias("accepted")).agg(
+        F.array_sort(F.collect_set(n.CURSOR_ID)).alias("acked_by")
+    )
     rows = journal.where(F.col(n.DURABLE)).select(n.ID, n.ADDRESS, n.TS)
     return (
-        rows.join(F.broadcast(accepted_ids), F.col(n.ID) == F.col("accepted"), "left")
-        .groupBy(n.ADDRESS, _marks_below(F.col(n.ID), marks, inclusive=False).alias("band"), "accepted")
+        rows.join(F.broadcast(accepted), F.col(n.ID) == F.col("accepted"), "left")
+        .groupBy(n.ADDRESS, _marks_below(F.col(n.ID), marks, inclusive=False).alias("band"), "acked_by")
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.min(n.TS).alias("first_ts"),
@@ -225,27 +231,41 @@ def band_groups(journal: DataFrame, acks: DataFrame, now: datetime, marks: list[
 
 
 def consumer_sums(
-    groups: DataFrame, consumer: DataFrame, acks: DataFrame, marks: list[int], scope: DataFrame | None = None
+    groups: DataFrame, consumer: DataFrame, marks: list[int], scope: DataFrame | None = None
 ) -> DataFrame:
-    """Per consumer (``cursor_id``): ``backlog``, ``oldest``, ``in_last_hour`` and ``recent_backlog`` from the
-    groups of ``band_groups`` (any number of groups per key) of the addresses it reads (``scope``, default
-    ``path_scope``), in the bands at or past its mark's, leaving out the rows it accepted."""
+    """One row per consumer: its columns (but ``address``) and ``backlog``, ``oldest``, ``in_last_hour`` and
+    ``recent_backlog`` (null when it has none) from the groups of ``band_groups`` (any number of groups per key) of
+    the addresses it reads (``scope``, default ``path_scope``), in the bands at or past its mark's, leaving out
+    the rows it accepted."""
     level = _marks_below(F.col("low_water"), marks, inclusive=True).alias("level")
+    own = [column for column in consumer.columns if column != n.ADDRESS]
     if scope is None:  # each consumer reads its cursor's address
-        reads = consumer.where(F.col("topic") == F.col(n.ADDRESS)).select(n.CURSOR_ID, n.ADDRESS, level)
+        reads = consumer.where(F.col("topic") == F.col(n.ADDRESS)).select(*own, n.ADDRESS, level)
     else:
-        reads = scope.join(consumer.select(n.CURSOR_ID, level), n.CURSOR_ID)
-    own = acks.select(n.CURSOR_ID, F.col(n.MESSAGE_ID).alias("accepted"), F.lit(True).alias("acked"))
-    waiting = (F.col("band") >= F.col("level")) & F.col("acked").isNull()
+        reads = scope.join(consumer.select(*own, level), n.CURSOR_ID)
+    accepted = F.array_contains(F.col("acked_by"), F.col(n.CURSOR_ID))
+    waiting = (F.col("band") >= F.col("level")) & (F.col("acked_by").isNull() | ~accepted)
+    paired = groups.join(F.broadcast(reads), n.ADDRESS).select(
+        *own,
+        F.when(waiting, F.col("rows")).alias("waiting"),
+        F.when(waiting, F.col("first_ts")).alias("waiting_ts"),
+        F.col("recent"),
+        F.when(waiting, F.col("recent")).alias("recent_waiting"),
+    )
+    nothing = consumer.select(  # every consumer once, with or without groups
+        *own,
+        F.lit(None).cast("long").alias("waiting"),
+        F.lit(None).cast("timestamp").alias("waiting_ts"),
+        *(F.lit(None).cast("long").alias(column) for column in ("recent", "recent_waiting")),
+    )
     return (
-        groups.join(F.broadcast(reads), n.ADDRESS)
-        .join(F.broadcast(own), [n.CURSOR_ID, "accepted"], "left")
-        .groupBy(n.CURSOR_ID)
+        paired.unionByName(nothing)
+        .groupBy(*own)
         .agg(
-            F.sum(F.when(waiting, F.col("rows"))).alias("backlog"),
-            F.min(F.when(waiting, F.col("first_ts"))).alias("oldest"),
+            F.sum("waiting").alias("backlog"),
+            F.min("waiting_ts").alias("oldest"),
             F.sum("recent").alias("in_last_hour"),
-            F.sum(F.when(waiting, F.col("recent"))).alias("recent_backlog"),
+            F.sum("recent_waiting").alias("recent_backlog"),
         )
     )
 
@@ -286,7 +306,7 @@ def whole_groups(entries: DataFrame, now: datetime, marks: list[int]) -> DataFra
     return entries.select(
         F.col("address").alias(n.ADDRESS),
         _marks_below(F.col("first_id"), marks, inclusive=False).alias("band"),
-        F.lit(None).cast("long").alias("accepted"),
+        F.lit(None).cast("array<bigint>").alias("acked_by"),
         F.col("durable_rows").alias("rows"),
         "first_ts",
         F.when(all_recent, F.col("durable_rows")).otherwise(F.lit(0)).cast("long").alias("recent"),
@@ -306,7 +326,7 @@ def lag_by_summary(
     the summary, and ``rows``: the journal rows of every other entry (their persistent rows at least, and no row
     of a whole entry), counted as ``lag_by_marks`` counts them."""
     groups = whole_groups(whole, now, marks).unionByName(band_groups(rows, acks, now, marks))
-    return _lag_rows(consumer, F.broadcast(consumer_sums(groups, consumer, acks, marks, scope)), now)
+    return _finished(consumer_sums(groups, consumer, marks, scope), now)
 
 
 def branch_rows(lag_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -299,4 +299,5 @@ def parquet_blocks(spark: SparkSession, dataset: str, blocks: list[int], days: l
     for low, high in ranges:
         wanted = wanted | F.col(n.ID).between(F.lit(low), F.lit(min(high, through)))
     rows = read_parquet(spark, dataset).where(F.col("day").isin(sorted(set(days))) & wanted & F.col(n.DURABLE))
-    return rows.select(*n.MESSAGE_COLUMNS)
+    # the address is the partition's topic: a constant per file, not a column of strings to decode
+    return rows.withColumn(n.ADDRESS, F.col("topic")).select(*n.MESSAGE_COLUMNS)
