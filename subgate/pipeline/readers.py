@@ -280,7 +280,7 @@ def summary_frame(spark: SparkSession, entries: list[tuple[Any, ...]]) -> DataFr
     ``first_ts`` and ``last_ts`` as timestamps."""
     from pyspark.sql import functions as F
 
-    frame = spark.createDataFrame(entries, summary.SCHEMA)
+    frame = spark.createDataFrame(entries, summary.SCHEMA, verifySchema=False)  # as the export wrote them
     return frame.withColumns({column: F.timestamp_micros(column) for column in ("first_ts", "last_ts")})
 
 
