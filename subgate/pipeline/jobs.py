@@ -157,8 +157,8 @@ def _lag_from_summary(
     now: datetime,
     marks: list[int],
 ) -> DataFrame:
-    """``lag.lag_by_summary``: the blocks of the summary that lag must read (``lag.split_blocks``) read, the
-    other entries counted from the summary."""
+    """``lag.lag_by_summary``: the rows of the blocks ``lag.split_blocks`` names read from the export, every other
+    entry of the summary counted from the summary."""
     from pyspark.sql.types import TimestampType
 
     column = {name: index for index, name in enumerate(summary.COLUMNS)}
