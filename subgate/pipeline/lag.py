@@ -24,13 +24,14 @@ from Parquet uses the last two). ``split_blocks`` and ``branch_rows`` work on pl
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
 from subgate.pipeline import names as n
-from subgate.pipeline.summary import BLOCK, COLUMNS
+from subgate.pipeline.summary import COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -281,20 +282,20 @@ def split_blocks(
     is. Pure: plain values in and out, on the driver (the summary is small)."""
     column = {name: index for index, name in enumerate(COLUMNS)}
     first, last, first_ts, last_ts = (column[c] for c in ("first_id", "last_id", "first_ts", "last_ts"))
-    held: dict[int, list[int]] = {}
-    for accept in accepted:
-        held.setdefault(accept // BLOCK, []).append(accept)
+    block, durable = column["block"], column["durable_rows"]
+    ordered_marks, accepts = sorted(marks), sorted(accepted)
     split: set[int] = set()
     for entry in entries:
-        if entry[column["durable_rows"]] == 0 or entry[column["block"]] in split:
+        if entry[durable] == 0 or entry[block] in split:
             continue
-        ids = range(entry[first], entry[last] + 1)
+        mark = bisect_left(ordered_marks, entry[first])  # the lowest mark at or above first_id
+        accept = bisect_left(accepts, entry[first])  # the lowest accept at or above it
         if (
-            any(entry[first] <= mark < entry[last] for mark in marks)
-            or any(accept in ids for accept in held.get(entry[column["block"]], ()))
+            (mark < len(ordered_marks) and ordered_marks[mark] < entry[last])
+            or (accept < len(accepts) and accepts[accept] <= entry[last])
             or any(entry[first_ts] <= moment < entry[last_ts] for moment in (since_us, now_us))
         ):
-            split.add(entry[column["block"]])
+            split.add(entry[block])
     return split
 
 
