@@ -11,18 +11,23 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from subgate.pipeline import audit, lag, report, retention, volume
+from subgate.pipeline import audit, lag, report, retention, summary, volume
+from subgate.pipeline import names as n
 from subgate.pipeline.readers import (
     JdbcStore,
     Snapshot,
     StoreTables,
+    parquet_blocks,
     parquet_lag_window,
     read_store,
     read_store_with_parquet,
+    summary_frame,
 )
 from subgate.pipeline.session import session_settings
+from subgate.pipeline.summary import Summary, read_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,80 +58,123 @@ def collect(df: DataFrame) -> list[Row]:
     return [row.asDict(recursive=True) for row in df.collect()]
 
 
-def _tables(spark: SparkSession, store: JdbcStore, partitions: int, parquet: str | None) -> StoreTables:
-    """The journal from the store (JDBC), or from the Parquet export at ``parquet``; the small tables from the
-    store either way."""
+def _tables(
+    spark: SparkSession, store: JdbcStore, partitions: int, parquet: str | None, exported: Summary | None = None
+) -> StoreTables:
+    """The journal from the store (JDBC), or from the Parquet export at ``parquet`` (up to what its summary
+    ``exported`` covers, when given); the small tables from the store either way."""
     if parquet is not None:
-        return read_store_with_parquet(spark, store, parquet)
+        return read_store_with_parquet(spark, store, parquet, exported)
     return read_store(spark, store, partitions)
 
 
-def selector_scope(spark: SparkSession, journal: DataFrame, consumers: DataFrame) -> DataFrame | None:
+def selector_scope(
+    spark: SparkSession,
+    journal: DataFrame,
+    consumers: DataFrame,
+    topics: list[str] | None = None,
+    consumer_rows: list[Row] | None = None,
+) -> DataFrame | None:
     """Which addresses each consumer reads when some are durable subscriptions on topic selectors (None when
     none is): the path consumers' own addresses, and for each selector subscription every topic in the journal
-    its selector matches (``subgate.topics`` decides, on the driver, over the journal's distinct topics). The
-    connection's read permission, which the server also applies, is not known here."""
+    its selector matches (``subgate.topics`` decides, on the driver, over the journal's distinct topics, or over
+    ``topics`` when given; ``consumer_rows``: the consumers already collected). The connection's read permission,
+    which the server also applies, is not known here."""
     from pyspark.sql import functions as F
 
-    from subgate.pipeline import names as n
-
-    selected = consumers.where(F.col("topic") != F.col(n.ADDRESS)).select(n.CURSOR_ID, "topic").collect()
+    if consumer_rows is None:
+        consumer_rows = collect(consumers.where(F.col("topic") != F.col(n.ADDRESS)))
+    selected = [row for row in consumer_rows if row["topic"] != row[n.ADDRESS]]
     if not selected:
         return None
     from subgate.topics.errors import SelectorError
     from subgate.topics.selectors import parse_selector
 
-    topics = journal.where(F.col(n.NODE_KIND) == "topic").select(n.ADDRESS).distinct().collect()
-    addresses = [row[n.ADDRESS] for row in topics]
+    if topics is None:
+        found = journal.where(F.col(n.NODE_KIND) == "topic").select(n.ADDRESS).distinct().collect()
+        topics = [row[n.ADDRESS] for row in found]
     pairs: list[tuple[int, str]] = []
     for row in selected:
         try:
             selector = parse_selector(row["topic"])
         except SelectorError:  # not a selector the server would take: it reads nothing
             continue
-        pairs += [(row[n.CURSOR_ID], address) for address in addresses if selector.matches(address)]
+        pairs += [(row[n.CURSOR_ID], address) for address in topics if selector.matches(address)]
     extra = spark.createDataFrame(pairs, f"{n.CURSOR_ID} BIGINT, {n.ADDRESS} STRING")
     return lag.path_scope(consumers).unionByName(extra)
 
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
-MARKS_FOR_BANDS = 64  # up to this many distinct low-water marks, lag from Parquet sums bands (``lag_by_marks``)
+MARKS_FOR_BANDS = 64  # up to this many distinct low-water marks, lag from Parquet sums bands (``lag.lag_by_marks``)
 
 
 def run_lag(
     spark: SparkSession, store: JdbcStore, now: datetime, partitions: int = 2, parquet: str | None = None
 ) -> LagResult:
-    """One pass over the journal (only the columns the plan needs are read); the small result is kept for the
-    branch totals. From Parquet: only the rows lag can count are read (``parquet_lag_window``), and with few
-    distinct low-water marks they are summed per address and band (``lag.lag_by_marks``), not paired with each
-    consumer: the same answer for a fraction of the work (docs/pipeline.md, "Lag from Parquet"). Its plans are
-    then small, and adaptive execution, which would run each of their exchanges as a job of its own, is off (at
-    10M rows 22 jobs become 13, about 0.3 s less)."""
+    """One pass over the journal (only the columns the plan needs are read); the branch totals from its small
+    result. From Parquet, with the export's summary and few distinct low-water marks: the summary's blocks that
+    hold no mark, no accept and no start or end of the last hour are counted from the summary, and only the rows
+    of the others are read (``lag.lag_by_summary``); without a summary, only the rows lag can count are read
+    (``parquet_lag_window``) and summed per address and band (``lag.lag_by_marks``): the same answer for a
+    fraction of the work (docs/pipeline.md, "Lag from Parquet"). Its plans are then small, and adaptive
+    execution, which would run each of their exchanges as a job of its own, is off."""
     with session_settings(spark, {ADAPTIVE: "false"}) if parquet is not None else nullcontext():
         return _lag(spark, store, now, partitions, parquet)
 
 
 def _lag(spark: SparkSession, store: JdbcStore, now: datetime, partitions: int, parquet: str | None) -> LagResult:
-    tables = _tables(spark, store, partitions, parquet)
+    exported = read_summary(Path(parquet)) if parquet is not None else None
+    tables = _tables(spark, store, partitions, parquet, exported)
     consumers = lag.consumers(tables.subscriptions, tables.cursors).cache()
-    journal = tables.journal
-    marks: list[int] | None = None
-    if parquet is not None:  # read only what lag can count: above the lowest mark, or of the last hour's days
-        lows = [row["low_water"] for row in consumers.select("low_water").collect()]
-        if lows and None not in lows:
-            journal = parquet_lag_window(spark, parquet, tables.snapshot, min(lows), now - lag.HOUR, now)
-            distinct = sorted(set(lows))
-            marks = distinct if len(distinct) <= MARKS_FOR_BANDS else None
-    scope = selector_scope(spark, journal, consumers)
-    if marks is not None:
-        rows = lag.lag_by_marks(journal, consumers, tables.acks, now, marks, scope).cache()
-    else:
-        rows = lag.lag(journal, consumers, tables.acks, now, scope).cache()
     try:
-        return LagResult(tables.snapshot, collect(rows), collect(lag.branch_totals(rows)))
+        listed = collect(consumers)  # read once: the marks and the selectors from it, the plans from the cache
+        lows = [row["low_water"] for row in listed]
+        marks = sorted(set(lows)) if lows and None not in lows else None
+        if parquet is not None and marks is not None and exported is not None and len(marks) <= MARKS_FOR_BANDS:
+            rows = _lag_from_summary(spark, parquet, exported, tables, (consumers, listed), now, marks)
+        elif parquet is not None and marks is not None:  # read only what lag can count (above the lowest mark...)
+            journal = parquet_lag_window(spark, parquet, tables.snapshot, marks[0], now - lag.HOUR, now)
+            scope = selector_scope(spark, journal, consumers, consumer_rows=listed)
+            if len(marks) <= MARKS_FOR_BANDS:
+                rows = lag.lag_by_marks(journal, consumers, tables.acks, now, marks, scope)
+            else:
+                rows = lag.lag(journal, consumers, tables.acks, now, scope)
+        else:
+            scope = selector_scope(spark, tables.journal, consumers, consumer_rows=listed)
+            rows = lag.lag(tables.journal, consumers, tables.acks, now, scope)
+        lag_rows = collect(rows)
     finally:
-        rows.unpersist()
         consumers.unpersist()
+    return LagResult(tables.snapshot, lag_rows, lag.branch_rows(lag_rows))
+
+
+def _lag_from_summary(
+    spark: SparkSession,
+    parquet: str,
+    exported: Summary,
+    tables: StoreTables,
+    consumers: tuple[DataFrame, list[Row]],
+    now: datetime,
+    marks: list[int],
+) -> DataFrame:
+    """``lag.lag_by_summary``: the rows of the blocks ``lag.split_blocks`` names read from the export, every other
+    entry of the summary counted from the summary."""
+    from pyspark.sql.types import TimestampType
+
+    column = {name: index for index, name in enumerate(summary.COLUMNS)}
+    address, block, durable, first_ts, last_ts, topic_rows = (
+        column[c] for c in ("address", "block", "durable_rows", "first_ts", "last_ts", "topic_rows")
+    )
+    topics = sorted({e[address] for e in exported.entries if e[topic_rows] > 0})
+    scope = selector_scope(spark, tables.journal, consumers[0], topics, consumers[1])
+    accepted = {row[0] for row in tables.acks.select(n.MESSAGE_ID).distinct().collect()}
+    since_us, now_us = (TimestampType().toInternal(moment) for moment in (now - lag.HOUR, now))  # as Spark reads them
+    split = lag.split_blocks(exported.entries, accepted, marks, since_us, now_us)
+    counted = [e for e in exported.entries if e[block] not in split and e[durable] > 0]
+    read = [e for e in exported.entries if e[block] in split and e[durable] > 0]
+    days = sorted({day for e in read for day in summary.utc_days(e[first_ts], e[last_ts])})
+    rows = parquet_blocks(spark, parquet, sorted(split), days, exported.through)
+    return lag.lag_by_summary(summary_frame(spark, counted), rows, consumers[0], tables.acks, now, marks, scope)
 
 
 def run_audit(spark: SparkSession, store: JdbcStore, partitions: int = 2, parquet: str | None = None) -> AuditResult:

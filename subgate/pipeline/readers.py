@@ -12,16 +12,17 @@ time zone in UTC.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from subgate.pipeline import names as n
+from subgate.pipeline import summary
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 
 
 class UnsupportedStore(ValueError):
@@ -253,18 +254,50 @@ def _utc(moment: datetime) -> datetime:
     return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def read_store_with_parquet(spark: SparkSession, store: JdbcStore, dataset: str) -> StoreTables:
-    """The journal from the Parquet export (up to what it holds, its cut), the small tables from the store."""
+def read_store_with_parquet(
+    spark: SparkSession, store: JdbcStore, dataset: str, exported: summary.Summary | None = None
+) -> StoreTables:
+    """The journal from the Parquet export (up to what it holds, its cut; with its summary ``exported``, up to
+    what the summary covers, its extent taken from the summary rather than from the files), the small tables
+    from the store."""
     from pyspark.sql import functions as F
 
-    exported = read_parquet(spark, dataset)
-    snapshot = parquet_snapshot(exported)
+    parquet = read_parquet(spark, dataset)
+    snapshot = parquet_snapshot(parquet) if exported is None else Snapshot(*exported.extent)
     cursors, acks = read_positions(spark, store)
     return StoreTables(
         snapshot,
-        exported.where(F.col(n.ID) <= snapshot.last_id).select(*n.MESSAGE_COLUMNS),
+        parquet.where(F.col(n.ID) <= snapshot.last_id).select(*n.MESSAGE_COLUMNS),
         cursors,
         acks,
         read_table(spark, store, n.SUBSCRIPTIONS),
         read_table(spark, store, n.PUBLISHERS),
     )
+
+
+def summary_frame(spark: SparkSession, entries: list[tuple[Any, ...]]) -> DataFrame:
+    """Entries of the export's summary (``summary.COLUMNS``, as ``summary.read_summary`` gives them) as a frame,
+    ``first_ts`` and ``last_ts`` as timestamps."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(entries, summary.SCHEMA, verifySchema=False)  # as the export wrote them
+    return frame.withColumns({column: F.timestamp_micros(column) for column in ("first_ts", "last_ts")})
+
+
+def parquet_blocks(spark: SparkSession, dataset: str, blocks: list[int], days: list[date], through: int) -> DataFrame:
+    """The exported persistent rows of these blocks of ``summary.BLOCK`` sequences, up to ``through``, looked for
+    in the partitions of ``days`` only (the days they span), by ``id`` range (the files' statistics)."""
+    from pyspark.sql import functions as F
+
+    ranges: list[list[int]] = []
+    for block in sorted(set(blocks)):  # adjacent blocks as one range
+        if ranges and ranges[-1][1] == block * summary.BLOCK - 1:
+            ranges[-1][1] = (block + 1) * summary.BLOCK - 1
+        else:
+            ranges.append([block * summary.BLOCK, (block + 1) * summary.BLOCK - 1])
+    wanted: Column = F.lit(False)
+    for low, high in ranges:
+        wanted = wanted | F.col(n.ID).between(F.lit(low), F.lit(min(high, through)))
+    rows = read_parquet(spark, dataset).where(F.col("day").isin(sorted(set(days))) & wanted & F.col(n.DURABLE))
+    # the address is the partition's topic: a constant per file, not a column of strings to decode
+    return rows.withColumn(n.ADDRESS, F.col("topic")).select(*n.MESSAGE_COLUMNS)

@@ -232,3 +232,53 @@ def test_session_settings_hold_for_the_block_and_are_put_back(spark):
         assert spark.conf.get(key) == "false" and spark.conf.get(unset) == "x"
     assert spark.conf.get(key) == before
     assert spark.conf.get(unset, None) is None
+
+
+def test_each_run_writes_the_summary_of_what_it_added_and_a_failed_one_is_caught_up(
+    spark, sqlite_url, tmp_path, monkeypatch
+):
+    from pyspark.sql.types import TimestampType
+
+    from subgate.pipeline import export
+    from subgate.pipeline.summary import COLUMNS, read_summary
+
+    now = datetime(2026, 3, 5, 0, 30, tzinfo=UTC)
+    upgrade(sqlite_url)
+    add_rows(
+        sqlite_url, row(1, "prices/fx", 1, MIDNIGHT), row(2, "2026", 2, NEXT_DAY), row(3, "prices/fx", 3, NEXT_DAY)
+    )
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(AckCursor).values(id=1, owner_kind="queue", owner="prices/fx", address="prices/fx",
+                                                 low_water=1, updated_at=now))  # fmt: skip
+        conn.execute(sa.insert(Ack).values(cursor_id=1, message_id=4))
+    engine.dispose()
+    store, dataset = jdbc_store(sqlite_url), tmp_path / "journal"
+    export_journal(spark, store, tmp_path)
+    first = read_summary(dataset)
+    assert first is not None and first.through == 3 and first.extent == (1, 3)
+    ts = [TimestampType().toInternal(moment) for moment in (MIDNIGHT, NEXT_DAY)]
+    assert COLUMNS[:2] == ("address", "block") and sorted(first.entries) == [
+        ("2026", 0, 2, 2, 1, 321, 1, 1, ts[1], ts[1]),
+        ("prices/fx", 0, 1, 3, 2, 642, 2, 2, ts[0], ts[1]),
+    ]
+
+    add_rows(sqlite_url, row(4, "prices/fx", 4, NEXT_DAY), row(5, "2026", 5, NEXT_DAY))
+    with monkeypatch.context() as patched:  # the run dies after writing its rows, before their summary
+        patched.setattr(export, "summarize", lambda spark, dataset: (_ for _ in ()).throw(OSError("disk full")))
+        try:
+            export_journal(spark, store, tmp_path)
+        except OSError:
+            pass
+    assert read_summary(dataset).through == 3  # type: ignore[union-attr]
+    behind = run_lag(spark, store, now, parquet=str(dataset))
+    assert behind.snapshot.last_id == 3  # lag reads up to what the summary covers: one consistent cut
+    caught_up = export_journal(spark, store, tmp_path)
+    assert (caught_up.rows, caught_up.to_id) == (0, 5)
+    summary = read_summary(dataset)
+    assert summary is not None and summary.through == 5 and len(summary.entries) == 4
+    assert sorted(p.name for p in (dataset / "_summary").iterdir()) == [
+        f"{0:020d}-{3:020d}.json",
+        f"{3:020d}-{5:020d}.json",
+    ]
+    assert run_lag(spark, store, now, parquet=str(dataset)) == run_lag(spark, store, now)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
 from pyspark.testing import assertDataFrameEqual
 
-from subgate.pipeline import lag
+from subgate.pipeline import lag, summary
+from subgate.pipeline import names as n
+from subgate.pipeline.readers import summary_frame
 from tests.pipeline.frames import BIG, NOW, acks, ago, cursors, journal, message, subscriptions
 
 CONSUMER_SCHEMA = (
@@ -24,7 +28,21 @@ def by_marks(journal, consumer, accepted, now, scope=None):
     return lag.lag_by_marks(journal, consumer, accepted, now, marks, scope)
 
 
-BOTH = pytest.mark.parametrize("lag_of", [lag.lag, by_marks], ids=["pairs", "bands"])
+def by_summary(journal, consumer, accepted, now, scope=None):
+    """``lag.lag_by_summary`` over the journal's own summary, reading the rows of the split blocks as the Parquet
+    path does (``readers.parquet_blocks``): it must give ``lag.lag``'s frame."""
+    marks = sorted({row["low_water"] for row in consumer.select("low_water").collect()})
+    entries = [tuple(row) for row in summary.block_summary(journal).collect()]
+    accepted_ids = {row[n.MESSAGE_ID] for row in accepted.collect()}
+    since_us, now_us = (TimestampType().toInternal(moment) for moment in (now - lag.HOUR, now))
+    split = lag.split_blocks(entries, accepted_ids, marks, since_us, now_us)
+    block, durable = summary.COLUMNS.index("block"), summary.COLUMNS.index("durable_rows")
+    whole = summary_frame(journal.sparkSession, [e for e in entries if e[block] not in split and e[durable] > 0])
+    rows = journal.where(F.floor(F.col(n.ID) / summary.BLOCK).isin(sorted(split)))
+    return lag.lag_by_summary(whole, rows, consumer, accepted, now, marks, scope)
+
+
+BOTH = pytest.mark.parametrize("lag_of", [lag.lag, by_marks, by_summary], ids=["pairs", "bands", "summary"])
 
 
 def consumer_frames(spark):
@@ -181,3 +199,101 @@ def test_accepts_of_other_consumers_and_recent_rows_below_a_mark(spark, lag_of):
         LAG_SCHEMA,
     )
     assertDataFrameEqual(lag_of(rows, lag.consumers(subs, curs), accepted, NOW), expected, checkRowOrder=True)
+
+
+def test_branch_rows_on_the_driver_are_the_branch_totals(spark):
+    rows = [
+        {"kind": "queue", "topic": "jobs/a", "backlog": 1, "oldest_unaccepted_age_s": 40.0, "in_last_hour": 1,
+         "out_last_hour": 0},
+        {"kind": "subscription", "topic": "prices/fx", "backlog": 2, "oldest_unaccepted_age_s": None,
+         "in_last_hour": 3, "out_last_hour": 1},
+        {"kind": "subscription", "topic": "prices", "backlog": 5, "oldest_unaccepted_age_s": 90.25,
+         "in_last_hour": 4, "out_last_hour": 0},
+        {"kind": "subscription", "topic": "prices/eq", "backlog": 0, "oldest_unaccepted_age_s": 10.5,
+         "in_last_hour": 0, "out_last_hour": 0},
+        {"kind": "subscription", "topic": "orders", "backlog": 0, "oldest_unaccepted_age_s": None,
+         "in_last_hour": 0, "out_last_hour": 0},
+    ]  # fmt: skip
+    assert lag.branch_rows(rows) == [
+        {"branch": "jobs/a", "kind": "queue", "consumers": 1, "backlog": 1, "oldest_unaccepted_age_s": 40.0,
+         "in_last_hour": 1, "out_last_hour": 0},
+        {"branch": "orders", "kind": "subscription", "consumers": 1, "backlog": 0, "oldest_unaccepted_age_s": None,
+         "in_last_hour": 0, "out_last_hour": 0},
+        {"branch": "prices", "kind": "subscription", "consumers": 3, "backlog": 7, "oldest_unaccepted_age_s": 90.25,
+         "in_last_hour": 7, "out_last_hour": 1},
+    ]  # fmt: skip
+    frame = spark.createDataFrame(
+        [(r["kind"], "n", None, r["topic"], None, 0, r["backlog"], r["oldest_unaccepted_age_s"], r["in_last_hour"],
+          r["out_last_hour"]) for r in rows],
+        LAG_SCHEMA,
+    )  # fmt: skip
+    assert [row.asDict() for row in lag.branch_totals(frame).collect()] == lag.branch_rows(rows)
+
+
+B = summary.BLOCK
+
+
+def spread_journal(spark):
+    """Rows in five blocks: whole ones above and below every mark, of the hour and not; split ones."""
+    return journal(
+        spark,
+        message(5, ts=ago(90_000)),  # block 0: below both marks, old (whole)
+        message(7, "jobs/a", ts=ago(80_000), kind="queue"),
+        message(B + 1, ts=ago(5000)),  # block 1: g1's mark (B + 2) inside it (split)
+        message(B + 3, ts=ago(4000)),
+        message(2 * B, ts=ago(7000)),  # block 2: above both marks, none of the hour (whole)
+        message(2 * B + 9, ts=ago(3700), durable=False),
+        message(2 * B + 10, ts=ago(3601)),
+        message(3 * B + 4, ts=ago(3599)),  # block 3: all of the hour, above both marks (whole)
+        message(3 * B + 8, ts=ago(100)),
+        message(3 * B + 9, "jobs/a", ts=ago(50), kind="queue"),
+        message(4 * B, ts=ago(3700)),  # block 4: the hour's start inside it (split)
+        message(4 * B + 1, ts=ago(1)),
+        message(5 * B + 2, ts=ago(20)),  # block 5: an accept inside it (split)
+        message(5 * B + 3, ts=ago(10)),
+        message(6 * B + 1, ts=ago(-30)),  # block 6: after now, above both marks (whole)
+    )
+
+
+def test_the_summary_counts_whole_blocks_and_reads_the_split_ones(spark):
+    subs = subscriptions(spark, (1, "durable", True, "app1", "s1", "prices/fx", 10), (2, "durable", True, "a", "g1",
+                                                                                     "prices/fx", 11))  # fmt: skip
+    curs = cursors(spark, (10, "subscription", "app1.s1", "prices/fx", 0), (11, "subscription", "g1", "prices/fx",
+                   B + 2), (12, "queue", "jobs/a", "jobs/a", 7))  # fmt: skip
+    rows, accepted = spread_journal(spark), acks(spark, (10, 5 * B + 3), (12, 3 * B + 9))
+    consumer = lag.consumers(subs, curs)
+    entries = [tuple(row) for row in summary.block_summary(rows).collect()]
+    since_us, now_us = (TimestampType().toInternal(moment) for moment in (NOW - lag.HOUR, NOW))
+    assert lag.split_blocks(entries, {5 * B + 3, 3 * B + 9}, [0, 7, B + 2], since_us, now_us) == {1, 3, 4, 5}
+    # block 3 holds the queue's accept; without it, it is counted whole
+    assert lag.split_blocks(entries, {5 * B + 3}, [0, 7, B + 2], since_us, now_us) == {1, 4, 5}
+    expected = spark.createDataFrame(
+        [
+            ("queue", "jobs/a", None, "jobs/a", None, 7, 0, None, 1, 1),
+            ("subscription", "g1", "a", "prices/fx", "durable", B + 2, 10, 7000.0, 5, 0),
+            ("subscription", "s1", "app1", "prices/fx", "durable", 0, 11, 90_000.0, 5, 1),
+        ],
+        LAG_SCHEMA,
+    )
+    for lag_of in (lag.lag, by_summary):
+        assertDataFrameEqual(lag_of(rows, consumer, accepted, NOW), expected, checkRowOrder=True)
+
+
+def test_the_block_summary_of_a_journal(spark):
+    rows = journal(
+        spark,
+        message(BIG + 1, ts=ago(30)),
+        message(BIG + 2, ts=ago(40), durable=False),
+        message(BIG + 3, ts=ago(20)),
+        message(BIG + B, "jobs/a", ts=ago(10), kind="queue", durable=False),
+    )
+    first_block = BIG // B
+    micros = lambda seconds: TimestampType().toInternal(ago(seconds))  # noqa: E731
+    expected = spark.createDataFrame(
+        [
+            ("prices/fx", first_block, BIG + 1, BIG + 3, 3, 300, 3, 2, micros(30), micros(20)),
+            ("jobs/a", first_block + 1, BIG + B, BIG + B, 1, 100, 0, 0, None, None),
+        ],
+        summary.SCHEMA,
+    )
+    assertDataFrameEqual(summary.block_summary(rows), expected)
