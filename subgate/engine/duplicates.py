@@ -3,9 +3,10 @@
 Owns the rule and the in-memory books: a message carrying message annotations ``x-opt-publisher-id`` (string)
 and ``x-opt-publisher-seq`` (ulong) is a duplicate when its seq is not above the high-water mark of its publisher
 id; the marks (loaded from the store at start-up, kept there by the journal rows of the messages, written in
-their transaction: ``storage.high_water``) and the duplicates dropped per publisher. The reactor raises a mark when it admits
-a message, before the commit, so that a re-send arriving while the first copy is on its way to the journal is
-caught too; a write that fails lowers it again so that the re-send is not lost. No proton, no store.
+their transaction: ``storage.high_water``) and the duplicates dropped per publisher. The reactor raises a mark
+when it admits a message, before the commit, so that a re-send arriving while the first copy is on its way to
+the journal is caught too; a write that fails lowers it again so that the re-send is not lost. No proton, no
+store.
 """
 
 from __future__ import annotations
