@@ -19,7 +19,7 @@ from sqlalchemy import Connection, delete, insert, update
 from subgate.engine.records import NewMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
 from subgate.storage.catalog import read_page
-from subgate.storage.high_water import MarkLedger, marks_of
+from subgate.storage.high_water import MarkLedger
 from subgate.storage.journal_stats import journal_stats, read_bookmark
 from subgate.storage.models import (
     Ack,
@@ -103,7 +103,7 @@ class OpenBatch:
         """Write the message and ack rows gathered so far."""
         if self.messages:
             insert_messages(self.conn, self.messages)
-            self.ledger.stage(marks_of(self.messages))
+            self.ledger.stage(self.messages)
             self.messages.clear()
         if self.acks:
             insert_acks(self.conn, self.acks)

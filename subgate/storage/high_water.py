@@ -51,17 +51,6 @@ def high_water_marks(session: Session) -> dict[str, int]:
     return {publisher_id: max(floor, int(top or 0)) for publisher_id, floor, top in rows}
 
 
-def marks_of(messages: Sequence[NewMessage]) -> Marks:
-    """The highest seq (and its time) of each publisher that numbered some of ``messages`` itself (``tracked``)."""
-    marks: Marks = {}
-    for m in messages:
-        if m.tracked:
-            current = marks.get(m.publisher_id)
-            if current is None or m.publisher_seq > current[0]:
-                marks[m.publisher_id] = (m.publisher_seq, m.ts_ms)
-    return marks
-
-
 def _merge(into: Marks, marks: Marks) -> None:
     for publisher_id, mark in marks.items():
         current = into.get(publisher_id)
@@ -86,17 +75,25 @@ class MarkLedger:
         self._clock = clock
         self._written_at = clock()
 
-    def stage(self, marks: Marks) -> None:
-        _merge(self._staged, marks)
+    def stage(self, messages: Sequence[NewMessage]) -> None:
+        """The highest seq (and its time) of each publisher that numbered some of ``messages`` itself
+        (``tracked``), written in this transaction."""
+        staged = self._staged
+        for m in messages:
+            if m.tracked:
+                current = staged.get(m.publisher_id)
+                if current is None or m.publisher_seq > current[0]:
+                    staged[m.publisher_id] = (m.publisher_seq, m.ts_ms)
 
-    def write(self, conn: Connection) -> None:
+    def write(self, conn: Connection, *, now: bool = False) -> None:
         """Inside the transaction, before its commit: write the marks when a staged publisher has no row yet
-        (its row must commit with its first messages) or the last write is ``FLUSH_SECONDS`` old."""
+        (its row must commit with its first messages), the last write is ``FLUSH_SECONDS`` old, or ``now`` (the
+        writer's stop)."""
         staged = self._staged
         if not staged and not self._dirty:
             return
         known = self._known_ids(conn)
-        if not self._due() and all(publisher_id in known for publisher_id in staged):
+        if not now and not self._due() and all(publisher_id in known for publisher_id in staged):
             return
         marks = dict(self._dirty)
         _merge(marks, staged)
@@ -105,8 +102,7 @@ class MarkLedger:
 
     def committed(self) -> None:
         if self._wrote:
-            assert self._known is not None
-            self._known.update(self._dirty)
+            assert self._known is not None  # (the committed marks waiting in _dirty were known already)
             self._known.update(self._staged)
             self._dirty.clear()
             self._written_at = self._clock()
@@ -132,11 +128,6 @@ class MarkLedger:
             self._known = set(conn.execute(select(Publisher.publisher_id)).scalars())
         return self._known
 
-    def flush_now(self, conn: Connection) -> None:
-        """Write every committed mark (the writer's stop): ``committed`` follows the commit."""
-        self._written_at -= FLUSH_SECONDS
-        self.write(conn)
-
 
 def write_pending(engine: Engine, ledger: MarkLedger) -> None:
     """At the writer's stop: the committed marks the publishers table does not show yet, in a transaction of
@@ -145,7 +136,7 @@ def write_pending(engine: Engine, ledger: MarkLedger) -> None:
         return
     try:
         with engine.begin() as conn:
-            ledger.flush_now(conn)
+            ledger.write(conn, now=True)
     except Exception as exc:
         ledger.abandoned()
         log.warning("publishers' high-water marks not written at the stop: %s", exc)
@@ -155,10 +146,11 @@ def write_pending(engine: Engine, ledger: MarkLedger) -> None:
 
 def fold_deleted(conn: Connection, doomed: Select[Any]) -> None:
     """Before journal rows go (retention, compaction), in the same transaction: raise each numbering
-    publisher's floor to the highest seq among them, so that its mark survives its rows."""
+    publisher's floor to the highest seq among them, so that its mark survives its rows. (The publishers the
+    server numbers, one per link, have no row: theirs are left out.)"""
     highest = conn.execute(
         select(JournalMessage.publisher_id, func.max(JournalMessage.publisher_seq))
-        .where(JournalMessage.id.in_(doomed))
+        .where(JournalMessage.id.in_(doomed), JournalMessage.publisher_id.in_(select(Publisher.publisher_id)))
         .group_by(JournalMessage.publisher_id)
     ).all()
     if not highest:

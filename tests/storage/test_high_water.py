@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from subgate.engine.records import NewMessage, RetentionRun
 from subgate.storage.bulk import insert_messages, utc_from_ms
 from subgate.storage.compaction import PLAN_NAME, compact
-from subgate.storage.high_water import FLUSH_SECONDS, MarkLedger, high_water_marks, marks_of, write_pending
+from subgate.storage.high_water import FLUSH_SECONDS, MarkLedger, high_water_marks, write_pending
 from subgate.storage.models import AckCursor, Publisher, table_of
 from subgate.storage.retention import retain
 from tests.storage.test_journal import T0, new_message
@@ -38,7 +38,7 @@ def commit(engine: Engine, ledger: MarkLedger, messages: Sequence[NewMessage], f
     try:
         with engine.begin() as conn:
             insert_messages(conn, messages)
-            ledger.stage(marks_of(messages))
+            ledger.stage(messages)
             ledger.write(conn)
             if fail:
                 raise RuntimeError("the commit fails")
@@ -86,7 +86,7 @@ def test_a_rolled_back_transaction_leaves_neither_a_row_nor_a_mark_behind(engine
     commit(engine, ledger, [numbered(2, "feed", 2)])
     assert ledger.pending() and floors(engine) == {"feed": 1}  # 2 waits; the rolled-back 5 is nowhere
     with engine.begin() as conn:
-        ledger.flush_now(conn)
+        ledger.write(conn, now=True)
     ledger.committed()
     assert floors(engine) == {"feed": 2} and marks(engine) == {"feed": 2}
 
