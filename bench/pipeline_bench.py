@@ -4,9 +4,9 @@ For each store (SQLite file, throwaway PostgreSQL cluster): load ROWS journal ro
 numbered publishers with a gap every 10,000 seqs, 1 KiB `size`, 100-byte payloads) plus 40 durable subscriptions
 and 2 queues with positions and accepts, then time in one SparkSession (local[2], the CLI's settings): audit
 and retention read by JDBC; the full Parquet export; lag by JDBC and from the Parquet export, --lag-repeats times
-each, alternating; audit from the Parquet export (--jobs: which of audit and retention to time); then TAIL more rows
-and the export's incremental step. Every job's answer from Parquet is checked equal to its answer by JDBC.
-Writes the figures between the pipeline markers of docs/performance.md (unless --no-doc).
+each, alternating; audit and retention from the Parquet export (--jobs: which of audit and retention to time);
+then TAIL more rows and the export's incremental step. Every job's answer from Parquet is checked equal to its
+answer by JDBC. Writes the figures between the pipeline markers of docs/performance.md (unless --no-doc).
 
     /work/main/.venv/bin/python bench/pipeline_bench.py --rows 1000000 [--stores sqlite,postgresql]
 """
@@ -148,7 +148,9 @@ def run_store(spark: Any, kind: str, opts: argparse.Namespace, work: Path) -> di
         if "audit" in jobs:
             audit_jdbc = timed("audit (JDBC)", lambda: run_audit(spark, store, opts.partitions), times)
         if "retention" in jobs:
-            timed("retention (JDBC)", lambda: run_retention(spark, store, now, 86_400_000, opts.partitions), times)
+            retention_jdbc = timed(
+                "retention (JDBC)", lambda: run_retention(spark, store, now, 86_400_000, opts.partitions), times
+            )
         timed("export (all rows)", lambda: export_journal(spark, store, parquet, opts.partitions), times)
         dataset = str(parquet / "journal")
         lag_runs: dict[str, list[float]] = {"JDBC": [], "Parquet": []}
@@ -165,6 +167,11 @@ def run_store(spark: Any, kind: str, opts: argparse.Namespace, work: Path) -> di
         if "audit" in jobs:
             audit_pq = timed("audit (Parquet)", lambda: run_audit(spark, store, parquet=dataset), times)
             assert audit_pq == audit_jdbc, "audit from Parquet gave another answer"
+        if "retention" in jobs:
+            retention_pq = timed(
+                "retention (Parquet)", lambda: run_retention(spark, store, now, 86_400_000, parquet=dataset), times
+            )
+            assert retention_pq.rows == retention_jdbc.rows, "retention from Parquet gave another answer"
         timed("load tail", lambda: load(target, opts.tail, opts.rows + 1, False), times)
         step = timed("export (tail)", lambda: export_journal(spark, store, parquet, opts.partitions), times)
         assert step.rows == opts.tail
