@@ -4,9 +4,9 @@ Owns the rule and the in-memory books: a message carrying message annotations ``
 and ``x-opt-publisher-seq`` (ulong) is a duplicate when its seq is not above the high-water mark of its publisher
 id; the marks (loaded from the store at start-up, kept there by the journal rows of the messages, written in
 their transaction: ``storage.high_water``) and the duplicates dropped per publisher. The reactor raises a mark
-when it admits a message, before the commit, so that a re-send arriving while the first copy is on its way to
-the journal is caught too; a write that fails lowers it again so that the re-send is not lost. No proton, no
-store.
+when it takes a message, before the commit, so that a re-send arriving while the first copy is on its way to
+the journal is caught too; a message it refuses gets the mark back as it was, and a write that fails lowers it
+again, so that the re-send is not lost. No proton, no store.
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ def publisher_identity(annotations: dict[str, object] | None) -> tuple[str, int]
 def identity_through(memo: AnnotationMemo, hits: int, annotations: dict[str, object]) -> tuple[str, int] | None:
     """``publisher_identity`` of a map that ``scan`` read through ``memo`` (``hits``: the memo's count before).
 
-    A recalled map is the memo's template but for the seq (the template's hole), so the publisher id found valid
-    in it (kept as the memo's note, "" for a map with neither annotation) is taken again and only the seq is
-    checked: one of the costs a numbered message adds in the server, where every call is dear.
+    A recalled map is the memo's template but for the seq (the template's hole, which the memo hands over as
+    ``memo.seq``), so the publisher id found valid in it (kept as the memo's note, "" for a map with neither
+    annotation) is taken again and only the seq is checked: one of the costs a numbered message adds in the
+    server, where every call is dear.
 
     Raises:
         Refused: as ``publisher_identity``.
@@ -64,39 +65,69 @@ def identity_through(memo: AnnotationMemo, hits: int, annotations: dict[str, obj
     if note is not None and memo.hits != hits:
         if not note:
             return None
-        seq = annotations[PUBLISHER_SEQ]
-        if seq <= MAX_SEQ:  # type: ignore[operator]
-            return note, int(seq)  # type: ignore[call-overload]
+        seq = memo.seq
+        if seq <= MAX_SEQ:
+            return note, seq
     identity = publisher_identity(annotations)
     memo.note = "" if identity is None else identity[0]
     return identity
 
 
-class PublisherMarks:
-    """The high-water mark of every publisher id seen, and the duplicates dropped per publisher id."""
+# What ``PublisherMarks.check`` answers for a duplicate (never an identity: a publisher id is never empty).
+DUPLICATE: tuple[str, int] = ("", -1)
 
-    __slots__ = ("marks", "dropped")
+
+class PublisherMarks:
+    """The high-water mark of every publisher id seen, and the duplicates dropped per publisher id.
+
+    ``check`` judges a message as it arrives and raises its publisher's mark at once; when the server then refuses
+    the message for another reason (a full queue, say), ``refused`` puts the mark back: nothing was stored, so
+    its re-send is new.
+    """
+
+    __slots__ = ("marks", "dropped", "_previous")
 
     def __init__(self, marks: dict[str, int] | None = None) -> None:
         self.marks: dict[str, int] = dict(marks or {})
         self.dropped: Counter[str] = Counter()
+        self._previous: int | None = None  # the mark the last check raised, as it was before
 
-    def admit(self, publisher_id: str, seq: int) -> bool:
-        """True (and the mark raised to ``seq``) for a new message; False (and counted) for a duplicate."""
-        mark = self.marks.get(publisher_id)
+    def check(self, memo: AnnotationMemo, hits: int, annotations: dict[str, object]) -> tuple[str, int] | None:
+        """The (publisher id, seq) of a message ``scan`` read through ``memo`` (``identity_through``), its mark
+        raised to it; None when it carries neither annotation; ``DUPLICATE`` (and counted) when its seq is not
+        above its mark. The reactor raises the mark before the commit, so that a re-send arriving while the first
+        copy is on its way to the journal is caught too.
+
+        Raises:
+            Refused: as ``publisher_identity``.
+        """
+        note = memo.note
+        if note and memo.hits != hits and memo.seq <= MAX_SEQ:  # identity_through's usual case, without a call
+            publisher_id, seq = note, memo.seq
+        else:
+            identity = identity_through(memo, hits, annotations)
+            if identity is None:
+                return None
+            publisher_id, seq = identity
+        marks = self.marks
+        mark = marks.get(publisher_id)
         if mark is not None and seq <= mark:
             self.dropped[publisher_id] += 1
-            return False
-        self.marks[publisher_id] = seq
-        return True
+            return DUPLICATE
+        marks[publisher_id] = seq
+        self._previous = mark
+        return publisher_id, seq
 
-    def is_duplicate(self, publisher_id: str, seq: int) -> bool:
-        """Would ``admit`` refuse it? (Nothing changes: a transaction's send is judged, not recorded.)"""
-        mark = self.marks.get(publisher_id)
-        return mark is not None and seq <= mark
+    def refused(self, identity: tuple[str, int]) -> None:
+        """The message the last ``check`` let through (``identity``) was refused after all: its publisher's mark
+        is what it was before."""
+        if self._previous is None:
+            self.marks.pop(identity[0], None)
+        else:
+            self.marks[identity[0]] = self._previous
 
     def not_written(self, publisher_id: str, seq: int) -> None:
-        """The message admitted with ``seq`` was not journaled: lower the mark below it, so that a re-send is
+        """The message taken with ``seq`` was not journaled: lower the mark below it, so that a re-send is
         taken (later messages of the publisher still in flight may then be taken twice: a duplicate, never a
         loss)."""
         mark = self.marks.get(publisher_id)

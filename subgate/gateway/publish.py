@@ -29,7 +29,7 @@ from typing import NamedTuple
 from proton import Condition, Delivery, Link
 
 from subgate.engine import backlog, codec
-from subgate.engine.duplicates import PublisherMarks, identity_through, publisher_identity
+from subgate.engine.duplicates import DUPLICATE, PublisherMarks, publisher_identity
 from subgate.engine.fanout import check_local_change
 from subgate.engine.memory import Answer, Sender, describe
 from subgate.engine.nodes import Message, Queue, Topic
@@ -156,7 +156,7 @@ class Publishing:
             env = codec.scan(raw, memo)
             node = inbound.node or self._relay_node(env, inbound.conn)
             # A transaction's sends are numbered by the server: a rollback must not leave a mark behind.
-            identity = identity_through(memo, hits, env.annotations) if env.annotations and txn is None else None
+            identity = self.marks.check(memo, hits, env.annotations) if env.annotations and txn is None else None
         except codec.CodecError as exc:
             reject(delivery, DECODE_ERROR, f"malformed message: {exc}")
             inbound.top_up()
@@ -165,7 +165,7 @@ class Publishing:
             reject(delivery, refusal.condition, refusal.description)
             inbound.top_up()
             return
-        if identity is not None and not self.marks.admit(*identity):
+        if identity is DUPLICATE:
             accept(delivery)  # a duplicate: confirmed, neither journaled nor delivered again
             inbound.top_up()
             return
@@ -173,9 +173,9 @@ class Publishing:
             raw, env, node, inbound.conn.container_id, inbound.publisher_id, inbound.pending, identity
         )
         if ingest.record is None and type(node) is Queue and not self._admits(node, inbound):
-            reject(delivery, RESOURCE_LIMIT, describe(node.memory, node.name))
+            self._refuse(delivery, describe(node.memory, node.name), identity)
         elif node.backlog_full and (full := backlog.refusal(node, self._sender(node, inbound))) is not None:
-            reject(delivery, RESOURCE_LIMIT, full)
+            self._refuse(delivery, full, identity)
         elif txn is not None:
             # Held until the discharge: journaled (with the acks) and routed only at commit (mapping §6.3).
             self.transacting.enlist_send(txn, ingest, node, delivery, inbound.publisher_id)
@@ -185,6 +185,12 @@ class Publishing:
             self.route(node, ingest.message)
             accept(delivery)
         inbound.top_up()
+
+    def _refuse(self, delivery: Delivery, description: str, identity: tuple[str, int] | None) -> None:
+        """A full queue or backlog: rejected, and nothing stored, so a numbered message's re-send is new."""
+        if identity is not None:
+            self.marks.refused(identity)
+        reject(delivery, RESOURCE_LIMIT, description)
 
     def _admits(self, queue: Queue, inbound: Inbound) -> bool:
         """May ``queue`` take one more message that is not in the journal from this publisher (engine.memory)?

@@ -398,10 +398,12 @@ class Router:
 
 def _delivery_time(annotations: dict[str, object], now: int) -> int:
     """x-opt-delivery-time (absolute ms) or x-opt-delivery-delay (ms from now); 0 = deliver at once."""
-    at = annotations.get("x-opt-delivery-time") if annotations else None
-    if isinstance(at, int) and not isinstance(at, bool) and at > now:
+    if not annotations:
+        return 0
+    at = annotations.get("x-opt-delivery-time")
+    if at is not None and isinstance(at, int) and not isinstance(at, bool) and at > now:
         return at
-    delay = annotations.get("x-opt-delivery-delay") if annotations else None
-    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+    delay = annotations.get("x-opt-delivery-delay")
+    if delay is not None and isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
         return now + delay
     return 0

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from itertools import chain
 from typing import Any
 
@@ -210,4 +210,11 @@ def _sqlite_ts(ms: int | None) -> str | None:
     if ms is None:
         return None
     seconds, millis = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{millis * 1000:06d}"
+    return f"{_utc_second(seconds)}{millis * 1000:06d}"
+
+
+@lru_cache(maxsize=64)
+def _utc_second(seconds: int) -> str:
+    """``YYYY-MM-DD HH:MM:SS.`` of a second: formatted once for the rows of a second (a third of the cost a row,
+    paid by the journal writer while it holds the GIL)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S.", time.gmtime(seconds))

@@ -79,7 +79,7 @@ class MarkLedger:
         """The highest seq (and its time) of each publisher that numbered some of ``messages`` itself
         (``tracked``), written in this transaction."""
         staged = self._staged
-        for m in messages:
+        for m in reversed(messages):  # a publisher's later messages come later: its mark is usually the first seen
             if m.tracked:
                 current = staged.get(m.publisher_id)
                 if current is None or m.publisher_seq > current[0]:

@@ -7,13 +7,14 @@ are rejected with ``amqp:invalid-field``; a publisher without them gets the serv
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from proton import Delivery, Message, symbol, ulong
 
-from tests.support.amqp import Capabilities, connect, nothing_arrives, receive_bodies, receiver, sender
+from tests.support.amqp import Capabilities, connect, nothing_arrives, outcome, receive_bodies, receiver, sender
 
 PUBLISHER_ID = symbol("x-opt-publisher-id")
 PUBLISHER_SEQ = symbol("x-opt-publisher-seq")
@@ -120,5 +121,28 @@ def test_without_annotations_the_bookmark_is_the_link_and_the_journal_sequence(s
         rcv.accept()
         publisher, seq, empty = str(msg.annotations["x-opt-bookmark"]).split("|")
         assert (publisher, empty) == ("plain-app/feed", "") and int(seq) > 0
+    finally:
+        conn.close()
+
+
+def test_a_numbered_message_the_server_refused_is_taken_when_sent_again(make_server):
+    # A rejection (here a full backlog) stored nothing, so it must not raise the publisher's mark: the re-send is a
+    # new message, not a duplicate to be confirmed and dropped.
+    server = make_server(None, "--max-backlog-messages", "2", "--backlog-full-policy", "fail")
+    conn = connect(server.url)
+    try:
+        snd = sender(conn, "dup.full", "queue")
+        answers = [outcome(conn, snd, numbered(f"m{seq}", "feed-full", seq)) for seq in (1, 2, 3)]
+        assert answers == ["accepted", "accepted", "amqp:resource-limit-exceeded"]
+        rcv = receiver(conn, "dup.full", "queue", credit=10)
+        assert receive_bodies(rcv, 2) == ["m1", "m2"]
+        answers = [outcome(conn, snd, numbered("m3", "feed-full", 3))]
+        while answers[-1] != "accepted" and len(answers) < 50:  # the queue is free once the accepts are in
+            time.sleep(0.1)
+            answers.append(outcome(conn, snd, numbered("m3", "feed-full", 3)))
+        assert answers[-1] == "accepted" and set(answers[:-1]) <= {"amqp:resource-limit-exceeded"}
+        assert receive_bodies(rcv, 1) == ["m3"]
+        assert outcome(conn, snd, numbered("m3", "feed-full", 3)) == "accepted"  # now it is a duplicate
+        assert nothing_arrives(rcv)
     finally:
         conn.close()

@@ -28,6 +28,23 @@ def test_every_message_of_a_batch_lands_once_in_order(engine, count):
     assert (last.expires_at is None) == (count % 2 == 0)
 
 
+def test_times_read_back_exactly_across_second_boundaries(engine):
+    # Rows in and out of the same second, out of order: each time is the row's own (SQLite: the second's text is
+    # formatted once and cached).
+    stamps = [T0 + 437 * k for k in (0, 1, 2, 3, 9, 4, 200, 5)] + [0, 999, 1000]
+    messages = [new_message(i, ts_ms=ms, deliver_ms=ms + 1) for i, ms in enumerate(stamps, start=1)]
+    with engine.begin() as conn:
+        insert_messages(conn, messages)
+    with engine.connect() as conn:
+        rows = conn.execute(select(JournalMessage.__table__).order_by(JournalMessage.id)).all()
+
+    def ms(value: datetime) -> int:
+        return round((value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp() * 1000)
+
+    assert [ms(r.ts) for r in rows] == stamps
+    assert [ms(r.deliver_at) for r in rows] == [t + 1 for t in stamps]
+
+
 def test_acks_are_written_once_each_even_when_repeated(engine):
     with engine.begin() as conn:
         conn.execute(

@@ -46,7 +46,9 @@ class AnnotationMemo:
         "_head",
         "_at",
         "_end",
+        "_seq",
         "hits",
+        "seq",
         "note",
     )
 
@@ -62,7 +64,9 @@ class AnnotationMemo:
         self._head = b""  # the lead and the section up to the hole (the whole section when there is no hole)
         self._at = -1  # offset of the hole from the message's start; -1: no hole
         self._end = 0  # the section's end from the message's start
+        self._seq = 0  # the template's hole_key value when it has no hole (a plain int; 0 when not an int)
         self.hits = 0
+        self.seq = 0  # the hole_key value of the last map recalled, as a plain int
         # What the memo's owner derived from the template's map (a recalled map differs from it at most in the
         # hole): None until the owner sets it, and again whenever the template changes.
         self.note: Any = None
@@ -78,7 +82,10 @@ class AnnotationMemo:
         if at >= 0:
             if not raw.startswith(self._suffix, at + 8):
                 return None
-            annotations[self.hole_key] = ULong(_U64.unpack_from(raw, at)[0])  # type: ignore[index]
+            self.seq = seq = _U64.unpack_from(raw, at)[0]
+            annotations[self.hole_key] = ULong(seq)  # type: ignore[index]
+        else:
+            self.seq = self._seq
         self.hits += 1
         return read, annotations, self._end
 
@@ -89,13 +96,15 @@ class AnnotationMemo:
             return None
         hole = self._hole
         if hole < 0:
+            self.seq = self._seq
             self.hits += 1
             return template.copy(), start + self._size
         at = start + hole
         if not raw.startswith(self._suffix, at + 8):
             return None
         annotations = template.copy()
-        annotations[self.hole_key] = ULong(_U64.unpack_from(raw, at)[0])  # type: ignore[index]
+        self.seq = seq = _U64.unpack_from(raw, at)[0]
+        annotations[self.hole_key] = ULong(seq)  # type: ignore[index]
         self.hits += 1
         return annotations, start + self._size
 
@@ -116,6 +125,7 @@ class AnnotationMemo:
                 if int.from_bytes(section[hole : hole + 8]) != seq:  # not the value: leave it to full decoding
                     return
         self._hole = hole
+        self._seq = int(seq) if isinstance(seq, int) else 0
         self._size = size
         self._prefix = section if hole < 0 else section[:hole]
         self._suffix = b"" if hole < 0 else section[hole + 8 :]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subgate.engine.codec.decode import U32, compound, read_value, skip
-from subgate.engine.codec.encode import ENCODERS, compound_bytes, compound_head, encode_symbol, encode_value
+from subgate.engine.codec.decode import U32, U32X2, compound, read_value, skip
+from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
 from subgate.engine.codec.sections import Envelope, section_code
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
 
@@ -148,11 +148,6 @@ def _new_section_at(raw: bytes, env: Envelope) -> int:
     return len(raw) if at < 0 else at
 
 
-def _map_head(size: int, count: int) -> bytes:
-    """The message-annotations descriptor and the map's constructor, size and count, for a body of ``size``."""
-    return b"\x00\x53\x72" + compound_head(0xC1, 0xD1, count, size)
-
-
 def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> bytes:
     """``with_annotations(raw, env, {key: text})`` for one string value, the broker's own ``x-opt-bookmark`` on
     every journaled message: the usual cases (no section yet; a section in the usual descriptor and map form
@@ -170,20 +165,25 @@ def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> by
     value = text.encode("utf-8")
     entry = encoded_key + (b"\xa1" + bytes((len(value),)) if len(value) < 256 else b"\xb1" + U32.pack(len(value)))
     if start < 0:
-        at = _new_section_at(raw, env)
-        head, body, stop = _map_head(len(entry) + len(value), 2), b"", at
+        at = stop = _new_section_at(raw, env)
+        body, count, size = b"", 2, len(entry) + len(value)
     else:
-        stop, code = env.annotations_end, raw[start + 3]
+        at, stop, code = start, env.annotations_end, raw[start + 3]
         if code == 0xD1:
-            count, first = U32.unpack_from(raw, start + 8)[0], start + 12
+            count, first = U32.unpack_from(raw, start + 8)[0] + 2, start + 12
         elif code == 0xC1:
-            count, first = raw[start + 5], start + 6
+            count, first = raw[start + 5] + 2, start + 6
         else:
             return with_annotations(raw, env, {key: text})
         body = raw[first:stop]
-        at, head = start, _map_head(len(body) + len(entry) + len(value), count + 2)
+        size = stop - first + len(entry) + len(value)
+    # the map's constructor, size and count (compound_head, inline: this runs for every journaled message)
+    head = _MAP8 + bytes((size + 1, count)) if count < 256 and size < 255 else _MAP32 + U32X2.pack(size + 4, count)
     tail: bytes | memoryview = raw[stop:] if len(raw) - stop < _LARGE_TAIL else memoryview(raw)[stop:]
     return b"".join((raw[:at], head, body, entry, value, tail))
+
+
+_MAP8, _MAP32 = b"\x00\x53\x72\xc1", b"\x00\x53\x72\xd1"  # message-annotations as a map8 / a map32
 
 
 _ABSOLUTE_EXPIRY = 8  # the properties field absolute-expiry-time

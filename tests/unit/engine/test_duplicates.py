@@ -6,7 +6,7 @@ import pytest
 
 from subgate.engine import codec
 from subgate.engine.codec import AnnotationMemo
-from subgate.engine.duplicates import PUBLISHER_SEQ, PublisherMarks, identity_through, publisher_identity
+from subgate.engine.duplicates import DUPLICATE, PUBLISHER_SEQ, PublisherMarks, identity_through, publisher_identity
 from subgate.mapping.errors import INVALID_FIELD, Refused
 
 
@@ -33,21 +33,51 @@ def test_bad_annotations_are_refused(annotations):
     assert caught.value.condition == INVALID_FIELD
 
 
+def _admit(marks: PublisherMarks, publisher: str, seq: int) -> bool:
+    """True (and the mark raised) when the message was not a duplicate."""
+    identity = _check(marks, AnnotationMemo(PUBLISHER_SEQ), _numbered(publisher, seq))
+    assert identity in (DUPLICATE, (publisher, seq))
+    return identity is not DUPLICATE
+
+
+def _check(marks: PublisherMarks, memo: AnnotationMemo, raw: bytes) -> tuple[str, int] | None:
+    hits = memo.hits
+    return marks.check(memo, hits, codec.scan(raw, memo).annotations)
+
+
 def test_a_seq_not_above_the_mark_is_a_duplicate_and_counted():
     marks = PublisherMarks({"p": 10})
-    assert not marks.admit("p", 10) and not marks.admit("p", 3)
-    assert marks.admit("p", 11) and marks.admit("q", 0)
-    assert marks.is_duplicate("p", 11) and not marks.is_duplicate("p", 12)
-    assert marks.view("p") == {"publisher-id": "p", "high-water": 11, "duplicates": 2}
+    assert not _admit(marks, "p", 10) and not _admit(marks, "p", 3)
+    assert _admit(marks, "p", 11) and _admit(marks, "q", 0)
+    assert not _admit(marks, "p", 11) and _admit(marks, "p", 12)
+    assert marks.view("p") == {"publisher-id": "p", "high-water": 12, "duplicates": 3}
+
+
+def test_a_refused_message_gets_its_publishers_mark_back():
+    marks = PublisherMarks({"p": 10})
+    memo = AnnotationMemo(PUBLISHER_SEQ)
+    for _ in range(3):  # let through, then refused for another reason (a full queue): still new the next time
+        assert _check(marks, memo, _numbered("p", 11)) == ("p", 11)
+        marks.refused(("p", 11))
+    assert memo.hits == 2 and marks.view("p")["high-water"] == 10
+    assert _check(marks, memo, _numbered("p", 11)) == ("p", 11)
+    assert _check(marks, memo, _numbered("p", 11)) is DUPLICATE  # recalled through the memo: judged the same
+    assert _check(marks, memo, _numbered("p", 12)) == ("p", 12)
+    assert _check(marks, memo, _numbered("other", 1)) == ("other", 1)  # another map: decoded in full
+    marks.refused(("other", 1))  # a publisher seen first in a refused message has no mark at all
+    assert "other" not in marks.marks
+    from proton import Message
+
+    assert _check(marks, memo, bytes(Message(body=b"x").encode())) is None
 
 
 def test_a_write_that_failed_lowers_the_mark_so_that_the_resend_is_taken():
     marks = PublisherMarks()
-    assert marks.admit("p", 1) and marks.admit("p", 2)
+    assert _admit(marks, "p", 1) and _admit(marks, "p", 2)
     marks.not_written("p", 2)
-    assert marks.admit("p", 2)
-    marks.not_written("p", 1)  # a later one was admitted since: the mark goes below the failed one anyway
-    assert marks.admit("p", 1)
+    assert _admit(marks, "p", 2)
+    marks.not_written("p", 1)  # a later one was taken since: the mark goes below the failed one anyway
+    assert _admit(marks, "p", 1)
 
 
 def _numbered(publisher: str | None, seq: int) -> bytes:
