@@ -10,7 +10,7 @@ twice: as CPU in the database and as time the writer thread holds the GIL while 
   ≈8 µs and ≈7.5 µs for ``executemany`` of an ``INSERT`` (which psycopg already pipelines), and worse for a
   single ``INSERT ... SELECT unnest(...)``. COPY keeps constraint checks, so a duplicate key fails the batch
   exactly as the ``INSERT`` did.
-- SQLite: multi-row ``INSERT ... VALUES`` statements of up to 256 rows (why: ``_sqlite_insert``).
+- SQLite: multi-row ``INSERT ... VALUES`` statements of up to 256 rows, usually one a batch (why: ``_sqlite_insert``).
 - Any other driver: one driver-level ``executemany``.
 
 Either way the values are plain tuples, as the column types would bind them (no SQLAlchemy per-row dicts and
@@ -57,7 +57,8 @@ _MESSAGE_PG_TYPES = (
     "bytea",
 )
 _ACK_PG_TYPES = ("int4", "int8")
-_SQLITE_CHUNKS = (256, 64, 16, 4, 1)  # rows per SQLite statement, largest first (see _sqlite_insert)
+_SQLITE_CHUNKS = (256, 128, 64)  # rows per SQLite statement for the bulk of a large batch, largest first
+_SQLITE_EXACT = 64  # a batch (or what is left of one) up to this many rows: one statement of its own size
 
 
 def insert_messages(conn: Any, messages: Sequence[NewMessage]) -> None:
@@ -133,24 +134,44 @@ def upsert_high_water(conn: Any, marks: dict[str, tuple[int, int]]) -> None:
 
 
 def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` with multi-row ``INSERT ... VALUES (...), (...)`` statements of a few fixed sizes.
+    """Insert ``rows`` with multi-row ``INSERT ... VALUES (...), (...)`` statements: one statement for a batch of
+    up to ``_SQLITE_EXACT`` rows, chunks of ``_SQLITE_CHUNKS`` rows then one for the rest for a larger one.
 
     ``executemany`` steps SQLite once per row, and Python's sqlite3 module drops and retakes the GIL around every
-    step: with the reactor thread doing the same around each call into proton-c, the two threads hand the GIL
-    back and forth per row. One statement per up to 256 rows steps once per chunk. Measured here with a thread
-    making GIL-releasing cffi calls alongside (1 KiB rows, 500 per batch): ≈3.5× the rows per second for the
-    writer and a quarter of the slow-down for the other thread. The sizes are fixed so that sqlite3's statement
-    cache holds every shape; chunks never exceed the connection's variable limit.
+    step (and around the calls that bind and reset a statement): with the reactor thread doing the same around
+    each call into proton-c, the two threads hand the GIL back and forth per row, and each hand-off wakes the
+    other thread (on a VM, an interrupt between processors). One statement per up to 256 rows steps once per
+    chunk. Measured here with a thread making GIL-releasing cffi calls alongside (1 KiB rows, 500 per batch):
+    ≈3.5× the rows per second for the writer and a quarter of the slow-down for the other thread. A batch under
+    load holds a few dozen rows: one statement of its exact size instead of a few of fixed sizes (16 + 4 + 4 + 1
+    for 25 rows) cut the reactor's wake-ups and raised S2 by a few per cent (docs/performance.md, issue 13). The
+    sizes are bounded (1 to 64, 128, 256) so that sqlite3's statement cache (``cached_statements``, set in
+    ``storage.db``) holds every shape; no statement exceeds the connection's variable limit.
     """
-    limit = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    start, total = 0, len(rows)
-    for size in _SQLITE_CHUNKS:
-        if size * width > limit:
-            continue
+    most = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    start = 0
+    for size in sqlite_statement_sizes(len(rows), most):
         statement = _values_statement(table, columns, width, size)
-        while total - start >= size:
-            _execute(conn, statement, tuple(chain.from_iterable(rows[start : start + size])))
-            start += size
+        _execute(conn, statement, tuple(chain.from_iterable(rows[start : start + size])))
+        start += size
+
+
+def sqlite_statement_sizes(total: int, most: int) -> list[int]:
+    """The rows of each statement that inserts ``total`` rows, at most ``most`` a statement (the variable limit
+    over the row's width): chunks of ``_SQLITE_CHUNKS`` rows while more than ``_SQLITE_EXACT`` are left, then one
+    statement for the rest."""
+    exact = min(_SQLITE_EXACT, most)
+    sizes: list[int] = []
+    left = total
+    for size in _SQLITE_CHUNKS:
+        if size <= most:
+            while left > exact and left >= size:
+                sizes.append(size)
+                left -= size
+    while left > 0:  # at most `exact` rows (more only below a variable limit under every chunk size)
+        sizes.append(min(exact, left))
+        left -= sizes[-1]
+    return sizes
 
 
 @cache

@@ -1,5 +1,5 @@
 """storage.bulk on SQLite and PostgreSQL: every row of a batch lands once, whatever the batch size (SQLite splits
-it into statements of fixed sizes; PostgreSQL copies it), with every field as SQLAlchemy reads it back."""
+it into statements of a few bounded sizes; PostgreSQL copies it), with every field as SQLAlchemy reads it back."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from subgate.storage.bulk import insert_acks, insert_messages
+from subgate.storage.bulk import insert_acks, insert_messages, sqlite_statement_sizes
 from subgate.storage.models import Ack, AckCursor, JournalMessage
 from tests.storage.test_journal import T0, new_message
 
 
-@pytest.mark.parametrize("count", [1, 3, 4, 5, 17, 256, 341, 1000])
+@pytest.mark.parametrize("count", [1, 3, 17, 64, 65, 200, 256, 341, 1000])
 def test_every_message_of_a_batch_lands_once_in_order(engine, count):
     messages = [new_message(i, expires_ms=T0 + 10_000 if i % 2 else None) for i in range(1, count + 1)]
     with engine.begin() as conn:
@@ -65,3 +65,18 @@ def test_a_duplicate_journal_id_fails_the_whole_batch_as_an_integrity_error(engi
         insert_messages(conn, [new_message(i) for i in range(2, 300)] + [new_message(1)])
     with engine.connect() as conn:
         assert conn.execute(select(JournalMessage.id)).scalars().all() == [1]  # nothing of the failed batch
+
+
+def test_sqlite_statements_one_for_a_usual_batch_and_few_shapes_in_all():
+    assert sqlite_statement_sizes(0, 2520) == []
+    assert [sqlite_statement_sizes(n, 2520) for n in (1, 25, 64)] == [[1], [25], [64]]
+    assert sqlite_statement_sizes(65, 2520) == [64, 1]
+    assert sqlite_statement_sizes(200, 2520) == [128, 64, 8]
+    assert sqlite_statement_sizes(1000, 2520) == [256, 256, 256, 128, 64, 40]
+    shapes: set[int] = set()
+    for total in range(1, 1200):
+        for most in (2520, 76, 50):  # 32766 or 999 variables over a 13-column row; a smaller limit still
+            sizes = sqlite_statement_sizes(total, most)
+            assert sum(sizes) == total and max(sizes) <= most
+            shapes.update(sizes)
+    assert len(shapes) <= 67  # 1..64, 128 and 256: what sqlite3's statement cache must hold per table
