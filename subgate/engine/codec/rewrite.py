@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subgate.engine.codec.decode import U32, U32X2, compound, read_value, skip
-from subgate.engine.codec.encode import ENCODERS, compound_bytes, encode_symbol, encode_value
+from subgate.engine.codec.decode import U32, compound, read_value, skip
+from subgate.engine.codec.encode import ENCODERS, compound_bytes, compound_head, encode_symbol, encode_value
 from subgate.engine.codec.sections import Envelope, section_code
 from subgate.engine.codec.types import CodecError, Symbol, UByte, UInt
 
@@ -148,6 +148,11 @@ def _new_section_at(raw: bytes, env: Envelope) -> int:
     return len(raw) if at < 0 else at
 
 
+def _map_head(size: int, count: int) -> bytes:
+    """The message-annotations descriptor and the map's constructor, size and count, for a body of ``size``."""
+    return b"\x00\x53\x72" + compound_head(0xC1, 0xD1, count, size)
+
+
 def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> bytes:
     """``with_annotations(raw, env, {key: text})`` for one string value, the broker's own ``x-opt-bookmark`` on
     every journaled message: the usual cases (no section yet; a section in the usual descriptor and map form
@@ -177,13 +182,9 @@ def with_string_annotation(raw: bytes, env: Envelope, key: str, text: str) -> by
             return with_annotations(raw, env, {key: text})
         body = raw[first:stop]
         size = stop - first + len(entry) + len(value)
-    # the map's constructor, size and count (compound_head, inline: this runs for every journaled message)
-    head = _MAP8 + bytes((size + 1, count)) if count < 256 and size < 255 else _MAP32 + U32X2.pack(size + 4, count)
+    head = _map_head(size, count)
     tail: bytes | memoryview = raw[stop:] if len(raw) - stop < _LARGE_TAIL else memoryview(raw)[stop:]
     return b"".join((raw[:at], head, body, entry, value, tail))
-
-
-_MAP8, _MAP32 = b"\x00\x53\x72\xc1", b"\x00\x53\x72\xd1"  # message-annotations as a map8 / a map32
 
 
 _ABSOLUTE_EXPIRY = 8  # the properties field absolute-expiry-time
