@@ -10,7 +10,7 @@ twice: as CPU in the database and as time the writer thread holds the GIL while 
   ≈8 µs and ≈7.5 µs for ``executemany`` of an ``INSERT`` (which psycopg already pipelines), and worse for a
   single ``INSERT ... SELECT unnest(...)``. COPY keeps constraint checks, so a duplicate key fails the batch
   exactly as the ``INSERT`` did.
-- SQLite: multi-row ``INSERT ... VALUES`` statements of up to 256 rows, usually one a batch (why: ``_sqlite_insert``).
+- SQLite: multi-row ``INSERT ... VALUES`` statements of up to 256 rows, one or two a batch (why: ``_sqlite_insert``).
 - Any other driver: one driver-level ``executemany``.
 
 Either way the values are plain tuples, as the column types would bind them (no SQLAlchemy per-row dicts and
@@ -58,7 +58,8 @@ _MESSAGE_PG_TYPES = (
 )
 _ACK_PG_TYPES = ("int4", "int8")
 _SQLITE_CHUNKS = (256, 128, 64)  # rows per SQLite statement for the bulk of a large batch, largest first
-_SQLITE_EXACT = 64  # a batch (or what is left of one) up to this many rows: one statement of its own size
+_SQLITE_EXACT = 64  # a batch (or what is left of one) up to this many rows: at most two statements
+_SQLITE_STEP = 8  # ... one of a multiple of this many rows, one of fewer
 
 
 def insert_messages(conn: Any, messages: Sequence[NewMessage]) -> None:
@@ -134,8 +135,8 @@ def upsert_high_water(conn: Any, marks: dict[str, tuple[int, int]]) -> None:
 
 
 def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` with multi-row ``INSERT ... VALUES (...), (...)`` statements: one statement for a batch of
-    up to ``_SQLITE_EXACT`` rows, chunks of ``_SQLITE_CHUNKS`` rows then one for the rest for a larger one.
+    """Insert ``rows`` with multi-row ``INSERT ... VALUES (...), (...)`` statements: at most two for a batch of up
+    to ``_SQLITE_EXACT`` rows (``sqlite_statement_sizes``), chunks of ``_SQLITE_CHUNKS`` rows first for a larger one.
 
     ``executemany`` steps SQLite once per row, and Python's sqlite3 module drops and retakes the GIL around every
     step (and around the calls that bind and reset a statement): with the reactor thread doing the same around
@@ -143,10 +144,11 @@ def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequen
     other thread (on a VM, an interrupt between processors). One statement per up to 256 rows steps once per
     chunk. Measured here with a thread making GIL-releasing cffi calls alongside (1 KiB rows, 500 per batch):
     ≈3.5× the rows per second for the writer and a quarter of the slow-down for the other thread. A batch under
-    load holds a few dozen rows: one statement of its exact size instead of a few of fixed sizes (16 + 4 + 4 + 1
-    for 25 rows) cut the reactor's wake-ups and raised S2 by a few per cent (docs/performance.md, issue 13). The
-    sizes are bounded (1 to 64, 128, 256) so that sqlite3's statement cache (``cached_statements``, set in
-    ``storage.db``) holds every shape; no statement exceeds the connection's variable limit.
+    load holds a few dozen rows: fewer statements than the fixed sizes 256/64/16/4/1 gave (16 + 4 + 4 + 1 for 25
+    rows) cut the reactor's wake-ups (docs/performance.md, issue 13). One statement of each batch's exact size
+    did best, but sqlite3 keeps every shape prepared per connection (64 shapes: ≈2.7 MB each); 17 shapes (1 to 7,
+    8 to 64 by 8, 128, 256) fit its default cache of 128 statements in about the memory the fixed sizes took.
+    No statement exceeds the connection's variable limit.
     """
     most = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
     start = 0
@@ -158,19 +160,21 @@ def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequen
 
 def sqlite_statement_sizes(total: int, most: int) -> list[int]:
     """The rows of each statement that inserts ``total`` rows, at most ``most`` a statement (the variable limit
-    over the row's width): chunks of ``_SQLITE_CHUNKS`` rows while more than ``_SQLITE_EXACT`` are left, then one
-    statement for the rest."""
-    exact = min(_SQLITE_EXACT, most)
+    over the row's width): chunks of ``_SQLITE_CHUNKS`` rows while more than ``_SQLITE_EXACT`` are left, then the
+    rest as a multiple of ``_SQLITE_STEP`` rows and what remains below it (25 rows: 24 + 1)."""
     sizes: list[int] = []
     left = total
     for size in _SQLITE_CHUNKS:
         if size <= most:
-            while left > exact and left >= size:
+            while left > _SQLITE_EXACT and left >= size:
                 sizes.append(size)
                 left -= size
-    while left > 0:  # at most `exact` rows (more only below a variable limit under every chunk size)
-        sizes.append(min(exact, left))
-        left -= sizes[-1]
+    while left > 0:
+        size = min(left, most, _SQLITE_EXACT)
+        if size >= _SQLITE_STEP:
+            size -= size % _SQLITE_STEP
+        sizes.append(size)
+        left -= size
     return sizes
 
 

@@ -33,9 +33,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url``; SQLite gets WAL, synchronous=FULL and a busy timeout on every connection."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        # cached_statements: the journal's bulk inserts use up to 67 shapes of statement per table (storage.bulk)
-        connect_args = {"timeout": 30, "check_same_thread": False, "cached_statements": 512}
-        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)

@@ -67,16 +67,18 @@ def test_a_duplicate_journal_id_fails_the_whole_batch_as_an_integrity_error(engi
         assert conn.execute(select(JournalMessage.id)).scalars().all() == [1]  # nothing of the failed batch
 
 
-def test_sqlite_statements_one_for_a_usual_batch_and_few_shapes_in_all():
+def test_sqlite_statements_at_most_two_for_a_usual_batch_and_few_shapes_in_all():
     assert sqlite_statement_sizes(0, 2520) == []
-    assert [sqlite_statement_sizes(n, 2520) for n in (1, 25, 64)] == [[1], [25], [64]]
+    assert [sqlite_statement_sizes(n, 2520) for n in (1, 7, 8, 25, 64)] == [[1], [7], [8], [24, 1], [64]]
     assert sqlite_statement_sizes(65, 2520) == [64, 1]
     assert sqlite_statement_sizes(200, 2520) == [128, 64, 8]
     assert sqlite_statement_sizes(1000, 2520) == [256, 256, 256, 128, 64, 40]
+    assert sqlite_statement_sizes(60, 50) == [48, 8, 4]
     shapes: set[int] = set()
     for total in range(1, 1200):
         for most in (2520, 76, 50):  # 32766 or 999 variables over a 13-column row; a smaller limit still
             sizes = sqlite_statement_sizes(total, most)
             assert sum(sizes) == total and max(sizes) <= most
+            assert total > 64 or most < 64 or len(sizes) <= 2
             shapes.update(sizes)
-    assert len(shapes) <= 67  # 1..64, 128 and 256: what sqlite3's statement cache must hold per table
+    assert len(shapes) <= 17  # 1..7, 8..64 by 8, 128 and 256: what sqlite3's statement cache holds per table
