@@ -146,7 +146,7 @@ def _sqlite_insert(conn: Any, table: str, columns: str, width: int, rows: Sequen
     ≈3.5× the rows per second for the writer and a quarter of the slow-down for the other thread. A batch under
     load holds a few dozen rows: fewer statements than the fixed sizes 256/64/16/4/1 gave (16 + 4 + 4 + 1 for 25
     rows) cut the reactor's wake-ups (docs/performance.md, issue 13). One statement of each batch's exact size
-    did best, but sqlite3 keeps every shape prepared per connection (64 shapes: ≈2.7 MB each); 17 shapes (1 to 7,
+    did best, but sqlite3 keeps every shape prepared per connection (64 shapes: ≈2.7 MB in all); 17 shapes (1 to 7,
     8 to 64 by 8, 128, 256) fit its default cache of 128 statements in about the memory the fixed sizes took.
     No statement exceeds the connection's variable limit.
     """
