@@ -51,7 +51,11 @@ def _backlog_conditions(
     before the last start are gone), none of them when it is None (what a server started now would keep). With
     ``prefix``, ``address`` is a topic path prefix and the rows are those of every topic at or under it (a topic
     selector's replay)."""
-    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id)
+    # The acks looked at are bounded like the rows: PostgreSQL hashes the whole subquery once per statement, and
+    # a drained queue's acks (with the dead ones a delete leaves until VACUUM) sit below ``after``.
+    acked = select(Ack.message_id).where(Ack.cursor_id == cursor_id, Ack.message_id > after)
+    if upto is not None:
+        acked = acked.where(Ack.message_id <= upto)
     conditions = [
         _under(address) if prefix else JournalMessage.address == address,
         JournalMessage.id > after,
