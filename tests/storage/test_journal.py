@@ -8,15 +8,17 @@ scenario into one batch, which makes batch boundaries deterministic where a test
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.exc import IntegrityError
 
 from subgate.engine.records import Catalog, CursorRecord, NewMessage, NodeRecord, StoredMessage
+from subgate.storage import journal as journal_module
 from subgate.storage.catalog import backlog, load_catalog
 from subgate.storage.db import session_factory, upgrade
 from subgate.storage.journal import BatchResult, JournalWriter
@@ -390,6 +392,28 @@ def test_a_lost_database_connection_is_a_blip_the_batch_is_retried_on_a_new_one(
     assert "journal commit failed (attempt 1 of 5)" in caplog.text and "attempt 2" not in caplog.text
     journal.writer.close()
     journal.engine.dispose()
+
+
+def test_the_writer_keeps_its_connection_while_batches_follow_and_takes_a_fresh_one_after_a_pause(engine, monkeypatch):
+    """Under load a checkout per batch cost a round trip on PostgreSQL (the pool's ping) and the pool's Python on
+    every commit; after a pause the writer goes back to the pool, so a connection that died while idle is replaced
+    before it is used."""
+    checkouts: list[int] = []
+    event.listen(engine, "checkout", lambda *args: checkouts.append(1))
+    journal = Journal(engine)
+    journal.writer.start()
+    for seq in range(1, 4):
+        journal.writer.submit_message(new_message(seq), seq)
+        assert journal.sync().error is None
+    assert len(checkouts) == 1 and engine.pool.checkedout() == 1  # held across the batches
+    monkeypatch.setattr(journal_module, "HOLD_SECONDS", 0.0)
+    time.sleep(0.01)
+    journal.writer.submit_message(new_message(4), 4)
+    assert journal.sync().error is None
+    assert len(checkouts) == 2  # handed back after the pause, taken again
+    journal.writer.close()
+    assert engine.pool.checkedout() == 0  # handed back when the writer stops
+    assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2, 3, 4]
 
 
 def test_close_flushes_everything_queued(engine):
