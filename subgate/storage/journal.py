@@ -8,7 +8,7 @@ queued up during the previous commit, so the commit rate adapts to the load by i
 
 The queue carries typed operations (``storage.operations``: one frozen dataclass per kind of write, built by the
 ``submit_*`` verbs), and the writer applies them through one table (``storage.applying``); this module keeps the
-thread, the batching, the retries and the tickets.
+thread, the batching, the retries, the tickets and the connection it holds between batches (``HeldConnection``).
 
 Writes are idempotent or monotonic where a crash-and-retry could repeat them: cursors only move forward, acks
 are a set.
@@ -119,6 +119,38 @@ class TokenTable:
         return self._held.pop(ticket)
 
 
+class HeldConnection:
+    """The journal writer's connection: the one it holds while batches keep coming (within ``HOLD_SECONDS`` of
+    each other), else a fresh checkout. Under load a checkout per batch cost a round trip on PostgreSQL (the pool's
+    ping: one more wait on the socket, with the GIL handed to the reactor and back) and the pool's Python on every
+    commit."""
+
+    __slots__ = ("_engine", "_conn", "_used")
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._conn: Connection | None = None
+        self._used = 0.0
+
+    def get(self) -> Connection:
+        now = time.monotonic()
+        if self._conn is not None and now - self._used > HOLD_SECONDS:
+            self.release()
+        if self._conn is None:
+            self._conn = self._engine.connect()
+        self._used = now
+        return self._conn
+
+    def release(self) -> None:
+        """Hand the connection back to the pool (a broken one is dropped there)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:  # a connection already broken: the pool drops it
+                log.debug("journal connection closed with an error: %s", exc)
+
+
 class JournalWriter:
     """Group-commit writer thread. Start with ``start()``, stop with ``close()`` (flushes everything)."""
 
@@ -142,8 +174,7 @@ class JournalWriter:
         self.batch_sizes = Buckets(BATCH_SIZES)
         self.health: CommitHealth | None = None  # None until the first commit
         self._tokens = TokenTable()  # touched only by the submitting thread
-        self._conn: Connection | None = None  # writer thread only: held between batches (``_connection``)
-        self._conn_used = 0.0
+        self._connection = HeldConnection(engine)  # writer thread only
         self._marks = MarkLedger()  # touched only by the writer thread
         self._ticket = self._tokens.issue
 
@@ -243,7 +274,7 @@ class JournalWriter:
                     break
             if batch:
                 self._commit(batch)
-        self._release()
+        self._connection.release()
         write_pending(self._engine, self._marks)
 
     def _commit(self, batch: Sequence[Operation]) -> None:
@@ -287,35 +318,15 @@ class JournalWriter:
 
     def _apply(self, batch: Sequence[Operation]) -> list[int | ReadAnswer]:
         try:
-            conn = self._connection()
+            conn = self._connection.get()
             with conn.begin():
                 tickets = apply_batch(conn, batch, self._marks)
         except BaseException:
             self._marks.abandoned()
-            self._release()  # a retry starts on a connection from the pool (a dead one left it)
+            self._connection.release()  # a retry starts on a connection from the pool (a dead one left it)
             raise
         self._marks.committed()
         return tickets
-
-    def _connection(self) -> Connection:
-        """The writer's connection: the one it holds while batches keep coming (``HOLD_SECONDS``), else a fresh
-        checkout. Under load a checkout per batch cost a round trip on PostgreSQL (the pool's ping: one more wait
-        on the socket, with the GIL handed to the reactor and back) and the pool's Python on every commit."""
-        now = time.monotonic()
-        if self._conn is not None and now - self._conn_used > HOLD_SECONDS:
-            self._release()
-        if self._conn is None:
-            self._conn = self._engine.connect()
-        self._conn_used = now
-        return self._conn
-
-    def _release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception as exc:  # a connection already broken: the pool drops it
-                log.debug("journal connection closed with an error: %s", exc)
 
 
 def _health_after(previous: CommitHealth | None, error: BaseException | None) -> CommitHealth:
