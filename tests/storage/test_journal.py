@@ -416,6 +416,25 @@ def test_the_writer_keeps_its_connection_while_batches_follow_and_takes_a_fresh_
     assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2, 3, 4]
 
 
+def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(engine, monkeypatch):
+    """Group commit under load: a batch of at least BUSY_BATCH operations makes the writer sleep GATHER_SECONDS
+    before it takes the next batch (which then holds what arrived meanwhile); after a small batch it does not."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
+    journal = Journal(engine)
+    for seq in range(1, journal_module.BUSY_BATCH + 1):
+        journal.writer.submit_message(new_message(seq), seq)
+    assert journal.start_and_sync().size == journal_module.BUSY_BATCH + 1  # one busy batch
+    assert sleeps == []
+    journal.writer.submit_message(new_message(100), 100)
+    assert journal.sync().error is None  # taken after a pause: a small batch
+    assert sleeps == [journal_module.GATHER_SECONDS]
+    journal.writer.submit_message(new_message(101), 101)
+    assert journal.sync().error is None  # after a small batch: at once
+    assert sleeps == [journal_module.GATHER_SECONDS]
+    journal.writer.close()
+
+
 def test_close_flushes_everything_queued(engine):
     journal = small_batches(engine)
     journal.writer.start()
