@@ -77,6 +77,7 @@ class ServerIO:
         self.transports = self._io.transports  # transport pointer -> its channel (gateway.loop's fast path)
         self._next_tick = 0.0
         self.stop_requested = False
+        self._waiting = False  # in epoll: the reactor has nothing left to do (read by the journal writer's thread)
         self._wakeups: dict[int, Callable[[], None]] = {}
 
     def watch_wakeup(self, fd: int, callback: Callable[[], None]) -> None:
@@ -215,6 +216,10 @@ class ServerIO:
     def flush_dirty(self) -> None:
         self._io.flush_dirty()
 
+    def is_waiting(self) -> bool:
+        """Is the reactor waiting for input (any thread may ask: the journal writer's group commit)?"""
+        return self._waiting
+
     def wait_for_io(self) -> None:
         """Nothing left to process: write what is pending, wait for sockets and timers (until the nearest
         deadline), and handle what is ready. ``gateway.loop`` calls this whenever the collector runs empty."""
@@ -222,10 +227,13 @@ class ServerIO:
         release_ended(self._io.ended)
         self.flush_dirty()
         timeout = self._timeout(container)
+        self._waiting = True
         try:
             ready = self._epoll.poll(timeout)
         except InterruptedError:
             ready = []
+        finally:
+            self._waiting = False
         now = container.mark()
         for fd, mask in ready:
             channel = self._io.get(fd)

@@ -155,6 +155,7 @@ class Server:
         )
         self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
         self.io = _server_io(self.container, settings, self.auth)
+        self.writer.producer_idle = self.io.is_waiting  # the group commit stops gathering when the reactor waits
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.
         self.container.handler = self.broker  # type: ignore[assignment]

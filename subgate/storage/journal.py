@@ -66,11 +66,41 @@ _ATTEMPTS = 5
 # the connection back to the pool and takes one again (on PostgreSQL the pool pings it first, so a connection
 # that died while idle is replaced without a failed commit).
 HOLD_SECONDS = 1.0
-# Group commit under load: after a batch of at least BUSY_BATCH operations the writer waits GATHER_SECONDS before
-# it takes the next one, so batches stay large when the reactor is busy (a small batch costs the writer nearly what
-# a large one does, and each costs the reactor the hand-offs of the GIL around the writer's calls).
+# Group commit under load: after a batch of at least BUSY_BATCH operations, once the next operation is in, the
+# writer lets the batch fill (``gather``): it waits GATHER_STEP_SECONDS at a time, at most GATHER_MAX_SECONDS (the
+# role of Artemis's journal-buffer-timeout, 3.3 ms on NIO), and commits as soon as a step brought nothing new while
+# the reactor was waiting for input (it has nothing more to submit: a publisher whose whole window is in the batch
+# is not kept waiting). A batch costs the writer about the same whatever its size, and costs the reactor the
+# hand-offs of the GIL around the writer's calls to the driver (docs/threading.md, rule 6), so batches grow
+# with the load. A lone message (after a small batch) is never held.
 BUSY_BATCH = 5
-GATHER_SECONDS = 0.001
+GATHER_STEP_SECONDS = 0.00025
+GATHER_MAX_SECONDS = 0.004
+
+
+def _always() -> bool:
+    return True
+
+
+def gather(
+    queued: Callable[[], int],
+    limit: int,
+    producer_idle: Callable[[], bool] = _always,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """Wait a step at a time while the number of ``queued`` operations may still grow: until a step brings
+    nothing new while the producer is idle, ``limit`` operations are queued, or GATHER_MAX_SECONDS have passed."""
+    sleep = sleep or time.sleep
+    clock = clock or time.monotonic
+    deadline = clock() + GATHER_MAX_SECONDS
+    seen = queued()
+    while seen < limit and clock() < deadline:
+        sleep(GATHER_STEP_SECONDS)
+        now = queued()
+        if now == seen and producer_idle():
+            return
+        seen = now
 
 
 @dataclass(slots=True)
@@ -182,6 +212,9 @@ class JournalWriter:
         self._connection = HeldConnection(engine)  # writer thread only
         self._marks = MarkLedger()  # touched only by the writer thread
         self._ticket = self._tokens.issue
+        # Whether the thread that submits operations is idle (``gather``): the server sets it to the reactor's
+        # "waiting for input" (gateway.io); read by the writer thread.
+        self.producer_idle: Callable[[], bool] = _always
 
     # -- called on the reactor thread (enqueue only) ------------------------------------------------------
     def start(self) -> None:
@@ -268,7 +301,7 @@ class JournalWriter:
             batch: list[Operation] = []
             item = self._queue.get()
             if busy:
-                time.sleep(GATHER_SECONDS)  # under load: let the batch fill while the reactor runs alone
+                gather(self._queue.qsize, self._max_batch, self.producer_idle)  # under load: let the batch fill
             while True:
                 if item is None:
                     stopping = True

@@ -417,8 +417,8 @@ def test_the_writer_keeps_its_connection_while_batches_follow_and_takes_a_fresh_
 
 
 def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(engine, monkeypatch):
-    """Group commit under load: a batch of at least BUSY_BATCH operations makes the writer sleep GATHER_SECONDS
-    before it takes the next batch (which then holds what arrived meanwhile); after a small batch it does not."""
+    """Group commit under load: after a batch of at least BUSY_BATCH operations the writer lets the next batch fill
+    (``gather``: here one step, which brings nothing new) before it takes it; after a small batch it does not."""
     sleeps: list[float] = []
     monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
     journal = Journal(engine)
@@ -428,11 +428,41 @@ def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(e
     assert sleeps == []
     journal.writer.submit_message(new_message(100), 100)
     assert journal.sync().error is None  # taken after a pause: a small batch
-    assert sleeps == [journal_module.GATHER_SECONDS]
+    assert sleeps == [journal_module.GATHER_STEP_SECONDS]
     journal.writer.submit_message(new_message(101), 101)
     assert journal.sync().error is None  # after a small batch: at once
-    assert sleeps == [journal_module.GATHER_SECONDS]
+    assert sleeps == [journal_module.GATHER_STEP_SECONDS]
     journal.writer.close()
+
+
+class ArrivingOperations:
+    """A fake writer queue for ``gather``: ``arrivals[i]`` operations come in during the i-th step of its wait, on
+    a fake clock that each step moves on; ``busy`` steps see the producer at work (not idle)."""
+
+    def __init__(self, arrivals: list[int], busy: int = 0) -> None:
+        self.arrivals, self.busy, self.queued, self.now, self.steps = arrivals, busy, 1, 0.0, 0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.queued += self.arrivals[self.steps] if self.steps < len(self.arrivals) else 0
+        self.steps += 1
+
+    def gather(self, limit: int = 4000) -> int:
+        journal_module.gather(lambda: self.queued, limit, lambda: self.steps > self.busy, self.sleep, lambda: self.now)
+        return self.steps
+
+
+def test_the_writer_gathers_while_operations_may_still_come_and_no_longer():
+    """A publisher whose whole window is in the batch is not kept waiting: the first step that brings nothing new
+    while the producer (the reactor) is idle ends the wait. A pause while it is busy does not; a steady stream
+    waits GATHER_MAX_SECONDS, or until ``limit`` operations are queued."""
+    assert ArrivingOperations([0]).gather() == 1
+    assert ArrivingOperations([7, 3, 0, 5]).gather() == 3
+    assert ArrivingOperations([7, 0, 0, 5, 0], busy=3).gather() == 5  # steps 2 and 3: the reactor was busy
+    steps = round(journal_module.GATHER_MAX_SECONDS / journal_module.GATHER_STEP_SECONDS)
+    assert ArrivingOperations([10] * 1000).gather() == steps
+    assert ArrivingOperations([0] * 1000, busy=10_000).gather() == steps
+    assert ArrivingOperations([10] * 1000).gather(limit=25) == 3  # 1 + 10 + 10 + 10 queued: enough
 
 
 def test_close_flushes_everything_queued(engine):
