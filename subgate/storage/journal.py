@@ -70,9 +70,9 @@ HOLD_SECONDS = 1.0
 # writer lets the batch fill (``gather``): it waits GATHER_STEP_SECONDS at a time, at most GATHER_MAX_SECONDS (the
 # role of Artemis's journal-buffer-timeout, 3.3 ms on NIO), and commits as soon as a step brought nothing new while
 # the reactor was waiting for input (it has nothing more to submit: a publisher whose whole window is in the batch
-# is not kept waiting). A batch costs the writer about the same whatever its size, and costs the reactor the
-# hand-offs of the GIL around the writer's calls to the driver (docs/threading.md, rule 6), so batches grow
-# with the load. A lone message (after a small batch) is never held.
+# is not kept waiting), or at once when a read the reactor waits for is queued. A batch costs the writer about the
+# same whatever its size, and costs the reactor the hand-offs of the GIL around the writer's calls to the driver
+# (docs/threading.md, rule 6), so batches grow with the load. A lone message (after a small batch) is never held.
 BUSY_BATCH = 5
 GATHER_STEP_SECONDS = 0.00025
 GATHER_MAX_SECONDS = 0.004
@@ -82,20 +82,26 @@ def _always() -> bool:
     return True
 
 
+def _never() -> bool:
+    return False
+
+
 def gather(
     queued: Callable[[], int],
     limit: int,
     producer_idle: Callable[[], bool] = _always,
+    hurry: Callable[[], bool] = _never,
     sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] | None = None,
 ) -> None:
     """Wait a step at a time while the number of ``queued`` operations may still grow: until a step brings
-    nothing new while the producer is idle, ``limit`` operations are queued, or GATHER_MAX_SECONDS have passed."""
+    nothing new while the producer is idle, ``limit`` operations are queued, GATHER_MAX_SECONDS have passed, or
+    something queued is in a ``hurry`` (a read the reactor waits for: a page of a backlog, an operator's read)."""
     sleep = sleep or time.sleep
     clock = clock or time.monotonic
     deadline = clock() + GATHER_MAX_SECONDS
     seen = queued()
-    while seen < limit and clock() < deadline:
+    while seen < limit and clock() < deadline and not hurry():
         sleep(GATHER_STEP_SECONDS)
         now = queued()
         if now == seen and producer_idle():
@@ -215,6 +221,8 @@ class JournalWriter:
         # Whether the thread that submits operations is idle (``gather``): the server sets it to the reactor's
         # "waiting for input" (gateway.io); read by the writer thread.
         self.producer_idle: Callable[[], bool] = _always
+        self._hurry = False  # a read is queued (set by the submitting thread, cleared by the writer): no gathering
+        self._hurrying = lambda: self._hurry
 
     # -- called on the reactor thread (enqueue only) ------------------------------------------------------
     def start(self) -> None:
@@ -276,12 +284,14 @@ class JournalWriter:
         """Read a page of a backlog once everything submitted before it is committed (so every row it returns
         has already been reported committed); ``token`` is called on the reactor thread with the list of
         ``StoredMessage`` rows, or with the exception if the read failed."""
+        self._hurry = True
         self._queue.put(ReadPage(read, self._ticket(token)))
 
     def submit_read(self, read: StoreRead, token: Callable[[Any], None]) -> None:
         """An operator read (a bookmark, the journal's figures: ``storage.journal_stats``), run once everything
         submitted before it is committed; ``token`` is called on the reactor thread with what it read, or with the
         exception if the read failed."""
+        self._hurry = True
         self._queue.put(reading(read, self._ticket(token)))
 
     def submit_barrier(self, token: Any) -> None:
@@ -301,7 +311,8 @@ class JournalWriter:
             batch: list[Operation] = []
             item = self._queue.get()
             if busy:
-                gather(self._queue.qsize, self._max_batch, self.producer_idle)  # under load: let the batch fill
+                gather(self._queue.qsize, self._max_batch, self.producer_idle, self._hurrying)  # let the batch fill
+            self._hurry = False
             while True:
                 if item is None:
                     stopping = True

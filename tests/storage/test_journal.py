@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.exc import IntegrityError
 
-from subgate.engine.records import Catalog, CursorRecord, NewMessage, NodeRecord, StoredMessage
+from subgate.engine.records import Catalog, CursorRecord, NewMessage, NodeRecord, PageRead, StoredMessage
 from subgate.storage import journal as journal_module
 from subgate.storage.catalog import backlog, load_catalog
 from subgate.storage.db import session_factory, upgrade
@@ -435,12 +435,28 @@ def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(e
     journal.writer.close()
 
 
+def test_a_page_read_is_not_kept_waiting_by_the_group_commit(engine, monkeypatch):
+    """After a busy batch the writer gathers, but not when a read the reactor waits for (a backlog's page) is
+    queued: the read is taken at once."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
+    journal = Journal(engine)
+    for seq in range(1, journal_module.BUSY_BATCH + 1):
+        journal.writer.submit_message(new_message(seq), seq)
+    assert journal.start_and_sync().size == journal_module.BUSY_BATCH + 1  # one busy batch
+    journal.writer.submit_page(PageRead(0, "q", 0, 10, 10), lambda rows: None)
+    assert journal.sync().error is None
+    assert sleeps == []  # taken without a pause
+    journal.writer.close()
+
+
 class ArrivingOperations:
     """A fake writer queue for ``gather``: ``arrivals[i]`` operations come in during the i-th step of its wait, on
     a fake clock that each step moves on; ``busy`` steps see the producer at work (not idle)."""
 
-    def __init__(self, arrivals: list[int], busy: int = 0) -> None:
+    def __init__(self, arrivals: list[int], busy: int = 0, hurry_from: int = 10**9) -> None:
         self.arrivals, self.busy, self.queued, self.now, self.steps = arrivals, busy, 1, 0.0, 0
+        self.hurry_from = hurry_from  # from this step on, a read is queued
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -448,14 +464,22 @@ class ArrivingOperations:
         self.steps += 1
 
     def gather(self, limit: int = 4000) -> int:
-        journal_module.gather(lambda: self.queued, limit, lambda: self.steps > self.busy, self.sleep, lambda: self.now)
+        journal_module.gather(
+            lambda: self.queued,
+            limit,
+            producer_idle=lambda: self.steps > self.busy,
+            hurry=lambda: self.steps >= self.hurry_from,
+            sleep=self.sleep,
+            clock=lambda: self.now,
+        )
         return self.steps
 
 
 def test_the_writer_gathers_while_operations_may_still_come_and_no_longer():
     """A publisher whose whole window is in the batch is not kept waiting: the first step that brings nothing new
     while the producer (the reactor) is idle ends the wait. A pause while it is busy does not; a steady stream
-    waits GATHER_MAX_SECONDS, or until ``limit`` operations are queued."""
+    waits GATHER_MAX_SECONDS, or until ``limit`` operations are queued, or until a read is queued (the reactor
+    waits for its answer: a backlog's page, say)."""
     assert ArrivingOperations([0]).gather() == 1
     assert ArrivingOperations([7, 3, 0, 5]).gather() == 3
     assert ArrivingOperations([7, 0, 0, 5, 0], busy=3).gather() == 5  # steps 2 and 3: the reactor was busy
@@ -463,6 +487,8 @@ def test_the_writer_gathers_while_operations_may_still_come_and_no_longer():
     assert ArrivingOperations([10] * 1000).gather() == steps
     assert ArrivingOperations([0] * 1000, busy=10_000).gather() == steps
     assert ArrivingOperations([10] * 1000).gather(limit=25) == 3  # 1 + 10 + 10 + 10 queued: enough
+    assert ArrivingOperations([10] * 1000, hurry_from=2).gather() == 2
+    assert ArrivingOperations([10] * 1000, hurry_from=0).gather() == 0
 
 
 def test_close_flushes_everything_queued(engine):
