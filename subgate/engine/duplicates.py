@@ -101,14 +101,10 @@ class PublisherMarks:
         Raises:
             Refused: as ``publisher_identity``.
         """
-        note = memo.note
-        if note and memo.hits != hits and memo.seq <= MAX_SEQ:  # ``identity_through``'s usual case, inlined
-            publisher_id, seq = note, memo.seq
-        else:
-            identity = identity_through(memo, hits, annotations)
-            if identity is None:
-                return None
-            publisher_id, seq = identity
+        identity = identity_through(memo, hits, annotations)
+        if identity is None:
+            return None
+        publisher_id, seq = identity
         marks = self.marks
         mark = marks.get(publisher_id)
         if mark is not None and seq <= mark:
