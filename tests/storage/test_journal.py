@@ -416,9 +416,9 @@ def test_the_writer_keeps_its_connection_while_batches_follow_and_takes_a_fresh_
     assert [row[0] for row in journal.rows(JournalMessage)] == [1, 2, 3, 4]
 
 
-def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(engine, monkeypatch):
-    """Group commit under load: after a batch of at least BUSY_BATCH operations the writer lets the next batch fill
-    (``gather``: here one step, which brings nothing new) before it takes it; after a small batch it does not."""
+def after_a_busy_batch(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> tuple[Journal, list[float]]:
+    """A started writer that has just committed one busy batch (BUSY_BATCH operations and more), and the sleeps
+    it takes from now on (recorded, not slept)."""
     sleeps: list[float] = []
     monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
     journal = Journal(engine)
@@ -426,6 +426,13 @@ def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(e
         journal.writer.submit_message(new_message(seq), seq)
     assert journal.start_and_sync().size == journal_module.BUSY_BATCH + 1  # one busy batch
     assert sleeps == []
+    return journal, sleeps
+
+
+def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(engine, monkeypatch):
+    """Group commit under load: after a batch of at least BUSY_BATCH operations the writer lets the next batch fill
+    (``gather``: here one step, which brings nothing new) before it takes it; after a small batch it does not."""
+    journal, sleeps = after_a_busy_batch(engine, monkeypatch)
     journal.writer.submit_message(new_message(100), 100)
     assert journal.sync().error is None  # taken after a pause: a small batch
     assert sleeps == [journal_module.GATHER_STEP_SECONDS]
@@ -438,12 +445,7 @@ def test_after_a_busy_batch_the_writer_waits_a_moment_for_the_next_one_to_fill(e
 def test_a_page_read_is_not_kept_waiting_by_the_group_commit(engine, monkeypatch):
     """After a busy batch the writer gathers, but not when a read the reactor waits for (a backlog's page) is
     queued: the read is taken at once."""
-    sleeps: list[float] = []
-    monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
-    journal = Journal(engine)
-    for seq in range(1, journal_module.BUSY_BATCH + 1):
-        journal.writer.submit_message(new_message(seq), seq)
-    assert journal.start_and_sync().size == journal_module.BUSY_BATCH + 1  # one busy batch
+    journal, sleeps = after_a_busy_batch(engine, monkeypatch)
     journal.writer.submit_page(PageRead(0, "q", 0, 10, 10), lambda rows: None)
     assert journal.sync().error is None
     assert sleeps == []  # taken without a pause
