@@ -28,6 +28,24 @@ class NewMessage:
     # The publisher set x-opt-publisher-id/seq: the writer raises its high-water mark in the same transaction.
     tracked: bool = False
 
+    def __reduce__(self) -> tuple[type[NewMessage], tuple[object, ...]]:
+        # Pickled by the field values (the journal process's pipe): about half the default's cost.
+        return NewMessage, (
+            self.id,
+            self.address,
+            self.node_kind,
+            self.publisher_id,
+            self.publisher_seq,
+            self.bookmark,
+            self.ts_ms,
+            self.expires_ms,
+            self.deliver_ms,
+            self.durable,
+            self.priority,
+            self.payload,
+            self.tracked,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
@@ -58,6 +76,17 @@ class StoredMessage:
     deliver_ms: int | None = None
     publisher_id: str | None = None  # "<container-id>/<link name>" of the publishing link
     address: str | None = field(default=None, compare=False)  # the node it was published to
+
+    def __reduce__(self) -> tuple[type[StoredMessage], tuple[object, ...]]:
+        return StoredMessage, (
+            self.id,
+            self.payload,
+            self.failures,
+            self.expires_ms,
+            self.deliver_ms,
+            self.publisher_id,
+            self.address,
+        )
 
 
 @dataclass(frozen=True, slots=True)

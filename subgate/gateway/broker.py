@@ -48,8 +48,8 @@ from subgate.gateway.topic_admin import TopicAdmin
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.outcomes import settle_outcome
 from subgate.mapping.permissions import Policy
-from subgate.storage.journal import JournalWriter
 from subgate.storage.removals import RemovalRecord
+from subgate.storage.submissions import Submissions
 
 if TYPE_CHECKING:
     from subgate.gateway.io import ServerIO
@@ -69,7 +69,7 @@ class Broker:
         container: Container,
         subscriptions: Subscriptions | None = None,
         *,
-        journal: JournalWriter,
+        journal: Submissions,
     ) -> None:
         subscriptions = subscriptions or Subscriptions(router, journal, router.pager)
         self.connections = Connections()
@@ -143,9 +143,10 @@ class Broker:
     def when_stopped(self, callback: Callable[[], None]) -> None:
         self.lifecycle.on_stopped = callback
 
-    def begin_shutdown(self, io: ServerIO) -> None:
-        """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
-        self.lifecycle.begin_shutdown(io)
+    def begin_shutdown(self, io: ServerIO, *, flush: bool = True) -> None:
+        """Stop accepting, let queued journal writes commit and be acknowledged (unless not ``flush``), then close
+        connections."""
+        self.lifecycle.begin_shutdown(io, flush=flush)
 
     @property
     def published(self) -> int:
@@ -259,7 +260,7 @@ class Broker:
         link_state.on_delivery(Delivery.wrap(impl))
 
 
-def _control(settings: Settings, broker: Broker, journal: JournalWriter) -> TopicControl:
+def _control(settings: Settings, broker: Broker, journal: Submissions) -> TopicControl:
     """Remove-with-session registrations and missing-topic handlers (``gateway.topic_control``)."""
     return TopicControl(
         settings.name,
@@ -272,7 +273,7 @@ def _control(settings: Settings, broker: Broker, journal: JournalWriter) -> Topi
 
 
 def _server_admin(
-    router: Router, connections: Connections, lifecycle: Lifecycle, subscriptions: Subscriptions, journal: JournalWriter
+    router: Router, connections: Connections, lifecycle: Lifecycle, subscriptions: Subscriptions, journal: Submissions
 ) -> ServerAdmin:
     """``$management`` types ``queue``, ``connection`` and ``server``, reading what the broker holds."""
     return ServerAdmin(

@@ -1,9 +1,10 @@
 """Journal results back on the reactor thread.
 
-Owns the ``journal_committed`` application event: the writer thread hands over a ``BatchResult`` of tickets,
-``JournalWriter.claim`` turns them back into the tokens (which never left this thread, docs/threading.md), and each
-token goes to its owner: a ``Publication`` to the publish pipeline (``gateway.publish``), any other token
-(a transaction's discharge, a page read, the shutdown barrier) is a callable, called with the error or None.
+Owns the ``journal_committed`` application event: the writer (thread or process) hands over a ``BatchResult`` of
+tickets, ``claim`` (``storage.submissions``) turns them back into the tokens (which never left this thread,
+docs/threading.md), and each token goes to its owner: a ``Publication`` to the publish pipeline
+(``gateway.publish``), any other token (a transaction's discharge, a page read, the shutdown barrier) is a
+callable, called with the error or None.
 Publishers whose messages were committed get their credit back once per batch.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from subgate.gateway.links import Inbound
 from subgate.gateway.publish import Publication, Publishing
-from subgate.storage.journal import BatchResult, JournalWriter
+from subgate.storage.journal import BatchResult
+from subgate.storage.submissions import Submissions
 
 
 class Completions:
@@ -19,7 +21,7 @@ class Completions:
 
     __slots__ = ("journal", "pipeline")
 
-    def __init__(self, journal: JournalWriter, pipeline: Publishing) -> None:
+    def __init__(self, journal: Submissions, pipeline: Publishing) -> None:
         self.journal = journal
         self.pipeline = pipeline
 

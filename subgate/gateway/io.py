@@ -77,6 +77,7 @@ class ServerIO:
         self.transports = self._io.transports  # transport pointer -> its channel (gateway.loop's fast path)
         self._next_tick = 0.0
         self.stop_requested = False
+        self.before_wait: Callable[[], None] | None = None
         self._waiting = False  # in epoll: the reactor has nothing left to do (read by the journal writer's thread)
         self._wakeups: dict[int, Callable[[], None]] = {}
 
@@ -226,6 +227,8 @@ class ServerIO:
         container = self._container
         release_ended(self._io.ended)
         self.flush_dirty()
+        if self.before_wait is not None:
+            self.before_wait()
         timeout = self._timeout(container)
         self._waiting = True
         try:

@@ -380,13 +380,14 @@ class Lifecycle:
             queue.purge()
 
     # -- shutdown --------------------------------------------------------------------------------------------
-    def begin_shutdown(self, io: ServerIO) -> None:
-        """Stop accepting, let queued journal writes commit and be acknowledged, then close connections."""
+    def begin_shutdown(self, io: ServerIO, *, flush: bool = True) -> None:
+        """Stop accepting, let queued journal writes commit and be acknowledged (unless not ``flush``: the
+        journal writer is gone), then close connections."""
         if self.stopping:
             return
         self.stopping = True
         self.housekeeping.stop()
-        log.info("shutting down: no new connections; flushing the journal")
+        log.info("shutting down: no new connections; %s", "flushing the journal" if flush else "the journal is lost")
         io.stop_listening()
         done = False
 
@@ -408,5 +409,8 @@ class Lifecycle:
             if self.on_stopped is not None:
                 self.on_stopped()
 
+        if not flush:
+            close_connections()
+            return
         self._barrier(close_connections)
         self.housekeeping.schedule(10.0, close_connections)  # a stuck store must not keep the server from stopping

@@ -48,6 +48,7 @@ from subgate.metrics.http import MetricsEndpoint
 from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
+from subgate.storage.journal_process import JournalProcess
 from subgate.storage.removals import list_removal_registrations, max_removal_registration_id
 from subgate.storage.store_metrics import FigureReader
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
@@ -112,6 +113,7 @@ class Server:
 
     def __init__(self, settings: Settings, management: ManagementFactory | None = None) -> None:
         self.settings = settings
+        self.failure: str | None = None  # why the server stopped on its own (run() then returns 1)
         self.management = management  # the console's actions go through $management with it (gateway.console_feed)
         self.engine = make_engine(settings.store_url)
         self.sessions = session_factory(self.engine)
@@ -136,7 +138,7 @@ class Server:
         self.container = Container()
         self.container.container_id = settings.name
         self.injector = EventInjector()
-        self.writer = JournalWriter(self.engine, self._journal_done)
+        self.writer = self._journal_writer(settings)
         self.router = Router(settings, self.writer, catalog)
         self.subscriptions = Subscriptions(self.router, self.writer, self.router.pager, catalog.max_subscription_id)
         recovered = recover(self.router, self.subscriptions, self.sessions)
@@ -155,7 +157,10 @@ class Server:
         )
         self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
         self.io = _server_io(self.container, settings, self.auth)
-        self.writer.producer_idle = self.io.is_waiting  # the group commit stops gathering when the reactor waits
+        if isinstance(self.writer, JournalProcess):
+            self.io.before_wait = self.writer.flush  # a burst's writes go to the writer process in one frame
+        else:
+            self.writer.producer_idle = self.io.is_waiting  # the group commit stops gathering when the reactor waits
         # A flat handler and our own I/O handler: no MessagingHandler stack, no GlobalOverrides indirection.
         # Both are duck-typed handlers (on_* methods), not subclasses of proton's Handler.
         self.container.handler = self.broker  # type: ignore[assignment]
@@ -180,6 +185,22 @@ class Server:
             )
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
+
+    def _journal_writer(self, settings: Settings) -> JournalWriter | JournalProcess:
+        """The writer process (``--journal-process``, the default), or the writer thread: asked for, or for a
+        store only this process can open (in-memory SQLite)."""
+        url = self.engine.url
+        in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+        if settings.journal_process and not in_memory:
+            writer = JournalProcess(settings.store_url, self._journal_done, on_lost=self._journal_lost)
+            writer.launch()  # its start-up overlaps the recovery; run() waits until it is ready
+            return writer
+        return JournalWriter(self.engine, self._journal_done)
+
+    def _journal_lost(self, reason: str) -> None:
+        # The writer process's result thread: nothing can be journaled any more; stop (exit code 1).
+        self.failure = reason
+        self.request_stop()
 
     def _metrics_feed(self, http: MetricsEndpoint) -> MetricsFeed:
         """The reactor's snapshots, and the endpoint pointed at them and at the writer's figures."""
@@ -264,13 +285,16 @@ class Server:
         figures: FigureReader | None = getattr(self, "figures", None)  # absent when assembling failed early
         if figures is not None:
             figures.close()
+        writer = getattr(self, "writer", None)  # absent when assembling failed before it
+        if isinstance(writer, JournalProcess):
+            writer.close(timeout=10)  # nothing was sent to it: it only ends
         self.ownership.close()
         self.engine.dispose()
 
     def run(self) -> int:
         if self.address is None:
             self.listen()
-        self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io))
+        self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io, flush=self.failure is None))
         self.writer.start()
         self.ownership.start()
         self.broker.start_housekeeping()
@@ -309,7 +333,7 @@ class Server:
                 self.http.close()
             self.engine.dispose()
             log.info("subgate stopped (%d journal batches, %d rows)", self.writer.batches, self.writer.rows)
-        return 0
+        return 1 if self.failure else 0
 
 
 def _server_io(container: Container, settings: Settings, auth: Authenticator) -> ServerIO:

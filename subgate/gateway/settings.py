@@ -48,6 +48,11 @@ class Settings:
     max_frame_size: int = setting(1024 * 1024, "Largest AMQP frame accepted, in bytes.", minimum=512)
     idle_timeout: float = setting(60.0, "Seconds; half of it is advertised to peers.", minimum=0)
     journal_non_persistent: bool = setting(False, "Also journal messages sent without header.durable.")
+    journal_process: bool = setting(
+        True,
+        "Run the journal writer in a process of its own, off the reactor's GIL (docs/threading.md); "
+        "--no-journal-process keeps it a thread of the server (always so for an in-memory SQLite store).",
+    )
     journal_branches: tuple[str, ...] = setting(
         (),
         "Comma-separated BRANCH=MODE: what the journal keeps for replay of the topics under BRANCH: persistent "

@@ -7,8 +7,9 @@ and then hands the tokens of what was committed to ``notify`` (the gateway turns
 queued up during the previous commit, so the commit rate adapts to the load by itself.
 
 The queue carries typed operations (``storage.operations``: one frozen dataclass per kind of write, built by the
-``submit_*`` verbs), and the writer applies them through one table (``storage.applying``); this module keeps the
-thread, the batching, the retries, the tickets and the connection it holds between batches (``HeldConnection``).
+``submit_*`` verbs of ``storage.submissions``), and the writer applies them through one table (``storage.applying``);
+this module keeps the thread, the batching, the retries and the connection it holds between batches
+(``HeldConnection``). ``storage.journal_process`` runs this same writer in a process of its own.
 
 Writes are idempotent or monotonic where a crash-and-retry could repeat them: cursors only move forward, acks
 are a set.
@@ -22,7 +23,6 @@ reactor's own calls into proton-c, which do not hold the GIL.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import threading
@@ -33,31 +33,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from subgate.engine.records import NewMessage, PageRead, StoreRead, SubscriptionRecord
 from subgate.metrics.buckets import BATCH_SIZES, COMMIT_SECONDS, Buckets
 from subgate.storage.applying import ReadAnswer, apply_batch
 from subgate.storage.high_water import MarkLedger, write_pending
-from subgate.storage.operations import (
-    TICKETED,
-    Acknowledge,
-    AppendMessage,
-    Barrier,
-    CommitTransaction,
-    CreateCursor,
-    CreateNode,
-    CreateSubscription,
-    DropCursor,
-    DropNode,
-    DropRemoval,
-    DropSubscription,
-    MoveLowWater,
-    Operation,
-    ReadPage,
-    RecordFailures,
-    RegisterRemoval,
-    SetSubscriptionConsumers,
-    reading,
-)
+from subgate.storage.operations import TICKETED, Operation
+from subgate.storage.submissions import Submissions
 
 log = logging.getLogger("subgate.journal")
 
@@ -131,35 +111,6 @@ class CommitHealth:
     last_ok: float | None = None
 
 
-class TokenTable:
-    """The submitting thread's table of tokens: ``issue`` keeps a token and gives the ticket that crosses to the
-    writer thread; ``claim`` gives a result's tokens back for its tickets (each once). Submitting thread only."""
-
-    __slots__ = ("_held", "_tickets")
-
-    def __init__(self) -> None:
-        self._held: dict[int, Any] = {}  # ticket -> token
-        self._tickets = itertools.count(1)
-
-    def issue(self, token: Any) -> int:
-        ticket = next(self._tickets)
-        self._held[ticket] = token
-        return ticket
-
-    def claim(self, result: BatchResult) -> BatchResult:
-        return BatchResult(
-            [self._redeem(ticket) for ticket in result.tokens],
-            result.error,
-            result.size,
-            [self._redeem(ticket) for ticket in result.failed],
-        )
-
-    def _redeem(self, ticket: int | ReadAnswer) -> Any:
-        if isinstance(ticket, ReadAnswer):
-            return ticket.claimed(self._held.pop(ticket.token))
-        return self._held.pop(ticket)
-
-
 class HeldConnection:
     """The journal writer's connection: the one it holds while batches keep coming (within ``HOLD_SECONDS`` of
     each other), else a fresh checkout. Under load a checkout per batch cost a round trip on PostgreSQL (the pool's
@@ -192,7 +143,7 @@ class HeldConnection:
                 log.debug("journal connection closed with an error: %s", exc)
 
 
-class JournalWriter:
+class JournalWriter(Submissions):
     """Group-commit writer thread. Start with ``start()``, stop with ``close()`` (flushes everything)."""
 
     def __init__(
@@ -202,6 +153,7 @@ class JournalWriter:
         *,
         max_batch: int = 4000,
     ) -> None:
+        super().__init__()
         self._engine = engine
         self._notify = notify
         self._max_batch = max_batch
@@ -214,89 +166,25 @@ class JournalWriter:
         self.commit_seconds = Buckets(COMMIT_SECONDS)  # the time of each successful commit of a whole batch
         self.batch_sizes = Buckets(BATCH_SIZES)
         self.health: CommitHealth | None = None  # None until the first commit
-        self._tokens = TokenTable()  # touched only by the submitting thread
         self._connection = HeldConnection(engine)  # writer thread only
         self._marks = MarkLedger()  # touched only by the writer thread
-        self._ticket = self._tokens.issue
         # Whether the thread that submits operations is idle (``gather``): the server sets it to the reactor's
         # "waiting for input" (gateway.io); read by the writer thread.
         self.producer_idle: Callable[[], bool] = _always
-        self._hurry = False  # a read is queued (set by the submitting thread, cleared by the writer): no gathering
         self._hurrying = lambda: self._hurry
 
-    # -- called on the reactor thread (enqueue only) ------------------------------------------------------
+    # -- called on the reactor thread (enqueue only: the submit_* verbs of Submissions) -----------------
     def start(self) -> None:
         self._thread.start()
 
-    def claim(self, result: BatchResult) -> BatchResult:
-        """Call on the submitting thread with a result ``notify`` handed over: the same result with the tokens
-        in place of their tickets (each ticket is claimed once)."""
-        return self._tokens.claim(result)
-
-    def submit_message(self, message: NewMessage, token: Any) -> None:
-        # Once per journaled message: ``issue`` and ``put`` bound once (bench/journal_ops.py).
-        self._put(AppendMessage(message, self._ticket(token)))
-
-    def submit_ack(self, cursor_id: int, message_id: int) -> None:
-        self._put(Acknowledge(cursor_id, message_id))
-
-    def submit_failures(self, cursor_id: int, message_id: int, failures: int) -> None:
-        self._queue.put(RecordFailures(cursor_id, message_id, failures))
-
-    def submit_low_water(self, cursor_id: int, low_water: int) -> None:
-        self._queue.put(MoveLowWater(cursor_id, low_water))
-
-    def submit_node(self, node_id: int, name: str, kind: str, durable: bool, auto_created: bool) -> None:
-        self._queue.put(CreateNode(node_id, name, kind, durable, auto_created))
-
-    def submit_drop_node(self, name: str) -> None:
-        """A removed topic (or queue): its row goes, so it is not restored at the next start."""
-        self._queue.put(DropNode(name))
-
-    def submit_removal_registration(self, row_id: int, branch: str, container_id: str | None, link_name: str) -> None:
-        self._queue.put(RegisterRemoval(row_id, branch, container_id, link_name))
-
-    def submit_drop_removal_registration(self, row_id: int) -> None:
-        self._queue.put(DropRemoval(row_id))
-
-    def submit_cursor(self, cursor_id: int, owner_kind: str, owner: str, address: str, low_water: int) -> None:
-        self._queue.put(CreateCursor(cursor_id, owner_kind, owner, address, low_water))
-
-    def submit_drop_cursor(self, cursor_id: int) -> None:
-        self._queue.put(DropCursor(cursor_id))
-
-    def submit_subscription(self, record: SubscriptionRecord) -> None:
-        self._queue.put(CreateSubscription(record))
-
-    def submit_subscription_consumers(self, subscription_id: int, consumers: int) -> None:
-        self._queue.put(SetSubscriptionConsumers(subscription_id, consumers))
-
-    def submit_drop_subscription(self, subscription_id: int, cursor_id: int | None) -> None:
-        """Delete a subscription and, with it, its cursor's acks and failure counts."""
-        self._queue.put(DropSubscription(subscription_id, cursor_id))
-
-    def submit_transaction(self, messages: list[NewMessage], acks: list[tuple[int, int]], token: Any) -> None:
-        """A committed JMS transaction: its messages and its acknowledgements land in one database transaction;
-        ``token`` comes back (in ``tokens`` or ``failed``) like a message's."""
-        self._queue.put(CommitTransaction(messages, acks, self._ticket(token)))
-
-    def submit_page(self, read: PageRead, token: Callable[[Any], None]) -> None:
-        """Read a page of a backlog once everything submitted before it is committed (so every row it returns
-        has already been reported committed); ``token`` is called on the reactor thread with the list of
-        ``StoredMessage`` rows, or with the exception if the read failed."""
-        self._hurry = True
-        self._queue.put(ReadPage(read, self._ticket(token)))
-
-    def submit_read(self, read: StoreRead, token: Callable[[Any], None]) -> None:
-        """An operator read (a bookmark, the journal's figures: ``storage.journal_stats``), run once everything
-        submitted before it is committed; ``token`` is called on the reactor thread with what it read, or with the
-        exception if the read failed."""
-        self._hurry = True
-        self._queue.put(reading(read, self._ticket(token)))
-
-    def submit_barrier(self, token: Any) -> None:
-        """``token`` comes back in a BatchResult once everything submitted before it is committed."""
-        self._queue.put(Barrier(self._ticket(token)))
+    def enqueue(self, operations: Sequence[Operation], hurry: bool) -> None:
+        """Operations built and ticketed elsewhere (the writer process's pipe: ``storage.journal_process``);
+        ``hurry``: a read among them is waited for."""
+        if hurry:
+            self._hurry = True
+        put = self._put
+        for op in operations:
+            put(op)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, then stop the thread."""

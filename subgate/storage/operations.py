@@ -57,6 +57,9 @@ class AppendMessage:
         _set_message(self, message)
         _set_message_ticket(self, ticket)
 
+    def __reduce__(self) -> tuple[type[AppendMessage], tuple[NewMessage, int]]:
+        return AppendMessage, (self.message, self.ticket)
+
 
 _set_message = vars(AppendMessage)["message"].__set__
 _set_message_ticket = vars(AppendMessage)["ticket"].__set__
@@ -70,6 +73,9 @@ class Acknowledge:
     def __init__(self, cursor_id: int, message_id: int) -> None:
         _set_ack_cursor(self, cursor_id)
         _set_ack_message(self, message_id)
+
+    def __reduce__(self) -> tuple[type[Acknowledge], tuple[int, int]]:
+        return Acknowledge, (self.cursor_id, self.message_id)
 
 
 _set_ack_cursor = vars(Acknowledge)["cursor_id"].__set__
