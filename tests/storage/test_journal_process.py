@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import signal
 import subprocess
 import sys
@@ -21,8 +22,8 @@ from sqlalchemy.exc import OperationalError
 from subgate.engine.records import JournalStatsRead, PageRead
 from subgate.storage.applying import ReadAnswer
 from subgate.storage.journal import BatchResult
-from subgate.storage.journal_child import portable
-from subgate.storage.journal_process import FLUSH_AT, JournalProcess
+from subgate.storage.journal_child import PipeSource, portable
+from subgate.storage.journal_process import FLUSH_AT, FRAME, JournalProcess
 from subgate.storage.models import JournalMessage
 from tests.storage.test_journal import Collector, new_message
 
@@ -252,3 +253,47 @@ def test_a_launched_writer_that_is_never_started_ends_when_closed(engine, store_
     writer.close(timeout=30)
     assert writer._child is not None and writer._child.returncode == 0
     assert _rows(engine) == []
+
+
+def _frame(obj: object) -> bytes:
+    data = pickle.dumps(obj)
+    return FRAME.pack(len(data)) + data
+
+
+def test_the_pipe_is_the_child_writers_queue_frames_split_anyhow():
+    read_end, write_end = os.pipe()
+    source = PipeSource(read_end)
+    hurried: list[bool] = []
+    source.on_hurry = lambda: hurried.append(True)
+    try:
+        stream = _frame("set-up") + _frame((False, ["a", "b"])) + _frame((True, ["c"])) + _frame((False, None))
+        os.write(write_end, stream[:7])  # the set-up frame cut in two
+        with pytest.raises(queue.Empty):
+            source.get_nowait()
+        os.write(write_end, stream[7:30])
+        assert source.setup() == "set-up"
+        os.write(write_end, stream[30:])
+        assert source.qsize() == 4  # a, b, c and the stop
+        assert [source.get(), source.get_nowait(), source.get()] == ["a", "b", "c"]
+        assert hurried == [True]  # the frame holding a read the server waits for
+        assert source.get() is None  # the stop
+        with pytest.raises(queue.Empty):
+            source.get_nowait()
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+
+
+def test_a_pipe_closed_without_a_stop_stops_the_writer_once():
+    read_end, write_end = os.pipe()
+    source = PipeSource(read_end)
+    os.write(write_end, _frame((False, ["a"])))
+    os.close(write_end)  # the server is gone
+    try:
+        assert source.get() == "a"
+        assert source.get() is None
+        with pytest.raises(queue.Empty):
+            source.get_nowait()  # one stop, not a stop for every look
+        assert source.get() is None
+    finally:
+        os.close(read_end)
