@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -143,19 +143,6 @@ class HeldConnection:
                 log.debug("journal connection closed with an error: %s", exc)
 
 
-class OperationSource(Protocol):
-    """Where the writer takes its operations from: its queue, or the writer process's pipe. ``get`` blocks (None:
-    stop), ``get_nowait`` raises ``queue.Empty``, ``qsize`` counts what is ready now."""
-
-    def put(self, item: Operation | None) -> None: ...
-
-    def get(self) -> Operation | None: ...
-
-    def get_nowait(self) -> Operation | None: ...
-
-    def qsize(self) -> int: ...
-
-
 class JournalWriter(Submissions):
     """Group-commit writer thread. Start with ``start()``, stop with ``close()`` (flushes everything)."""
 
@@ -170,7 +157,7 @@ class JournalWriter(Submissions):
         self._engine = engine
         self._notify = notify
         self._max_batch = max_batch
-        self._queue: OperationSource = queue.SimpleQueue()  # None: stop
+        self._queue: queue.SimpleQueue[Operation | None] = queue.SimpleQueue()  # None: stop
         self._put = self._queue.put
         self._thread = threading.Thread(target=self._run, name="subgate-journal", daemon=True)
         self.batches = 0
@@ -190,15 +177,14 @@ class JournalWriter(Submissions):
     def start(self) -> None:
         self._thread.start()
 
-    def hurry(self) -> None:
-        """A read is queued that its submitter waits for: no gathering (the writer process's pipe says so)."""
-        self._hurry = True
-
-    def run_on(self, source: OperationSource) -> None:
-        """Run the writer on this thread, taking operations from ``source`` until it gives None (the writer
-        process's main: ``storage.journal_child``, whose pipe is the queue)."""
-        self._queue = source
-        self._run()
+    def enqueue(self, operations: Sequence[Operation], hurry: bool) -> None:
+        """Operations built and ticketed elsewhere (the writer process's pipe: ``storage.journal_process``);
+        ``hurry``: a read among them is waited for."""
+        if hurry:
+            self._hurry = True
+        put = self._put
+        for op in operations:
+            put(op)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, then stop the thread."""

@@ -6,10 +6,12 @@ Owns the hand-over between the server and its writer process (``python -m subgat
   and ``JournalProcess`` keeps them in a buffer. ``flush`` sends the buffer as one pickled frame down a pipe: the
   reactor calls it when it is about to wait for input (``gateway.io``), and it runs by itself when the buffer
   holds ``FLUSH_AT`` operations. One frame per burst, not one write per message.
-- The child (``storage.journal_child``) applies them in group commits exactly as the writer thread would, the
-  pipe being its queue, and sends each batch's result (tickets, never tokens) and the writer's figures back up a
-  second pipe. A thread of the server (``_receive``, waiting on that pipe without the GIL) hands each result to
-  ``notify``; tokens are claimed on the reactor thread as with the writer thread (``TokenTable``).
+- The child applies them in group commits exactly as the thread would, and sends each batch's result (tickets,
+  never tokens) and the writer's figures back up a second pipe. The child's main thread only reads the ops pipe
+  into the writer's queue, so the pipe never fills while a commit is slow (a store outage, a long read): the
+  reactor's write to it never waits for the store. A thread of the server (``_receive``, waiting
+  on that pipe without the GIL) hands each result to ``notify``; tokens are claimed on the reactor thread as
+  with the writer thread (``TokenTable``).
 - The child ignores SIGINT and SIGTERM (the server stops it: ``close`` sends a stop frame once everything is
   sent, and the child commits all it holds first) and dies with the server (``PR_SET_PDEATHSIG``): after a
   ``kill -9`` of the server no writer is left to commit behind the next one's back.

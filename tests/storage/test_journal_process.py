@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,9 +21,10 @@ from sqlalchemy.exc import OperationalError
 
 from subgate.engine.records import JournalStatsRead, PageRead
 from subgate.storage.applying import ReadAnswer
+from subgate.storage.db import make_engine, upgrade
 from subgate.storage.journal import BatchResult
-from subgate.storage.journal_child import PipeSource, portable
-from subgate.storage.journal_process import FLUSH_AT, FRAME, JournalProcess
+from subgate.storage.journal_child import portable
+from subgate.storage.journal_process import FLUSH_AT, JournalProcess
 from subgate.storage.models import JournalMessage
 from tests.storage.test_journal import Collector, new_message
 
@@ -255,45 +256,33 @@ def test_a_launched_writer_that_is_never_started_ends_when_closed(engine, store_
     assert _rows(engine) == []
 
 
-def _frame(obj: object) -> bytes:
-    data = pickle.dumps(obj)
-    return FRAME.pack(len(data)) + data
-
-
-def test_the_pipe_is_the_child_writers_queue_frames_split_anyhow():
-    read_end, write_end = os.pipe()
-    source = PipeSource(read_end)
-    hurried: list[bool] = []
-    source.on_hurry = lambda: hurried.append(True)
+def test_sending_never_waits_for_a_store_that_cannot_commit(tmp_path):
+    """The reactor's flushes go through while the store is locked (the child's reading thread keeps the pipe
+    drained into the writer's queue: the pipe holds about 1 MiB, the flushes here 5 MiB); then everything commits."""
+    url = f"sqlite:///{tmp_path / 'subgate.db'}"
+    upgrade(url)
+    journal = ProcessJournal(url)
+    journal.writer.start()
+    lock = sqlite3.connect(tmp_path / "subgate.db", isolation_level=None, timeout=30)
+    lock.execute("BEGIN EXCLUSIVE")  # no commit can happen until this ends
     try:
-        stream = _frame("set-up") + _frame((False, ["a", "b"])) + _frame((True, ["c"])) + _frame((False, None))
-        os.write(write_end, stream[:7])  # the set-up frame cut in two
-        with pytest.raises(queue.Empty):
-            source.get_nowait()
-        os.write(write_end, stream[7:30])
-        assert source.setup() == "set-up"
-        os.write(write_end, stream[30:])
-        assert source.qsize() == 4  # a, b, c and the stop
-        assert [source.get(), source.get_nowait(), source.get()] == ["a", "b", "c"]
-        assert hurried == [True]  # the frame holding a read the server waits for
-        assert source.get() is None  # the stop
-        with pytest.raises(queue.Empty):
-            source.get_nowait()
+
+        def flood() -> None:
+            for seq in range(1, 5001):
+                journal.writer.submit_message(new_message(seq, payload=bytes(1024)), seq)
+                if seq % 100 == 0:
+                    journal.writer.flush()
+
+        sender = threading.Thread(target=flood)
+        sender.start()
+        sender.join(60)  # a deadlock guard, not a timing: with a full pipe the flushes would wait for the lock
+        assert not sender.is_alive(), "a flush waited for the store"
     finally:
-        os.close(write_end)
-        os.close(read_end)
-
-
-def test_a_pipe_closed_without_a_stop_stops_the_writer_once():
-    read_end, write_end = os.pipe()
-    source = PipeSource(read_end)
-    os.write(write_end, _frame((False, ["a"])))
-    os.close(write_end)  # the server is gone
+        lock.execute("ROLLBACK")
+        lock.close()
     try:
-        assert source.get() == "a"
-        assert source.get() is None
-        with pytest.raises(queue.Empty):
-            source.get_nowait()  # one stop, not a stop for every look
-        assert source.get() is None
+        journal.sync("barrier")
+        with make_engine(url).connect() as conn:
+            assert conn.execute(select(func.count()).select_from(JournalMessage)).scalar() == 5000
     finally:
-        os.close(read_end)
+        journal.writer.close(timeout=60)
