@@ -4,8 +4,10 @@ Owns the child's side of ``storage.journal_process``: it reads its set-up, opens
 runs a ``JournalWriter`` (the same writer thread as in the server) fed with the operations that arrive on the
 ops pipe, and writes each batch's result with the writer's figures to the results pipe. It ignores SIGINT and
 SIGTERM (the server stops it with a stop frame, after which it commits everything it holds) and asks the kernel
-to kill it when the server dies; an ops pipe that closes without a stop frame (the server is gone) ends it too,
-after the writer has committed what it holds.
+to kill it when the server dies. A pipe that closes without a stop frame, or that the server no longer reads, means
+the server is gone (the kernel closes a killed process's pipes a moment before it signals its children): the child
+then ends at once and quietly (``server_gone``), committing nothing more. Nothing it holds was confirmed, and a
+commit now could land behind the back of the next server, which may already be reading the store.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pickle
 import signal
 import sys
 import threading
-from typing import IO
+from typing import IO, NoReturn
 
 from subgate.storage.applying import ReadAnswer
 from subgate.storage.db import make_engine
@@ -95,7 +97,10 @@ def serve(ops: IO[bytes], results: IO[bytes]) -> int:
 
     def notify(result: BatchResult) -> None:
         with sending:
-            write_frame(results, (portable(result), figures()))
+            try:
+                write_frame(results, (portable(result), figures()))
+            except OSError:  # (BrokenPipeError) the server is gone
+                server_gone()
 
     writer = JournalWriter(engine, notify, max_batch=setup.max_batch)
     writer.start()
@@ -103,28 +108,39 @@ def serve(ops: IO[bytes], results: IO[bytes]) -> int:
         while True:
             try:
                 hurry, batch = read_frame(ops)
-            except EOFError:
-                break
+            except EOFError:  # no stop frame: the server is gone
+                server_gone()
             if batch is None:
                 break
             writer.enqueue(batch, hurry)
     finally:
         writer.close(timeout=600)
         with sending:
-            write_frame(results, (None, figures()))
+            try:
+                write_frame(results, (None, figures()))
+            except OSError:
+                server_gone()
         engine.dispose()
     return 0
+
+
+def server_gone() -> NoReturn:
+    """End now, without a word, a commit or a flush: the server that started this process is gone."""
+    os._exit(0)
 
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     ops_fd, results_fd = int(argv[1]), int(argv[2])
-    with open(ops_fd, "rb", buffering=1 << 20) as ops, open(results_fd, "wb", buffering=1 << 20) as results:
-        try:
-            return serve(ops, results)
-        except BrokenPipeError:  # the server is gone
-            return 1
+    ops = open(ops_fd, "rb", buffering=1 << 20)  # noqa: SIM115 - the process ends with them
+    results = open(results_fd, "wb", buffering=1 << 20)  # noqa: SIM115
+    try:
+        code = serve(ops, results)
+        results.close()
+    except OSError:  # (BrokenPipeError) the server is gone
+        server_gone()
+    return code
 
 
 if __name__ == "__main__":

@@ -192,7 +192,7 @@ def _gone(pid: int) -> bool:
 
 def test_the_child_dies_with_the_server(engine, store_url):
     """A ``kill -9`` of the server leaves no writer behind to commit behind the next server's back."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, store_url], stdout=subprocess.PIPE)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, store_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert holder.stdout is not None
         child = int(holder.stdout.readline())
@@ -203,6 +203,8 @@ def test_the_child_dies_with_the_server(engine, store_url):
         while not _gone(child) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _gone(child)
+        assert holder.stderr is not None
+        assert b"Traceback" not in holder.stderr.read()  # it ends quietly: no error in the server's log
     finally:
         holder.kill()
         holder.wait(10)
