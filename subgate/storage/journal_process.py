@@ -142,7 +142,6 @@ class JournalProcess(Submissions):
         self.commit_seconds = ReportedBuckets(COMMIT_SECONDS)
         self.batch_sizes = ReportedBuckets(BATCH_SIZES)
         self.health: CommitHealth | None = None
-        self.producer_idle: Callable[[], bool] = lambda: True  # (the child gathers on its own pipe)
 
     @property
     def pid(self) -> int | None:
