@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark runner for subgate and its peers (RabbitMQ 3.10 + AMQP 1.0 plugin, proton's Python example broker).
+"""Benchmark runner for subgate and its peers (ActiveMQ 5.17 with its AMQP module, RabbitMQ 3.10 with its AMQP 1.0
+plugin, proton's C example broker and proton's Python example broker).
 
 One command: installs the Debian packages it needs, compiles the C load client (bench/loadgen.c), starts every
 broker as its own child process on 127.0.0.1 in a temp dir, runs scenarios S1..S4 against each one in turn,
@@ -10,6 +11,10 @@ Standard library only; run with any python3 (3.8+):
 
     python3 bench/run.py                 # full size: 200k messages per scenario
     python3 bench/run.py --count 20000   # quick run
+    python3 bench/run.py --repeat 3      # three interleaved rounds, medians reported
+
+ActiveMQ's AMQP module is not in Debian's activemq package: it is built locally from the upstream source
+(bench/README.md, "ActiveMQ") and named with --activemq-amqp-jar; without it ActiveMQ is reported unavailable.
 
 See bench/README.md for what each scenario means.
 """
@@ -41,6 +46,11 @@ DOC = REPO / "docs" / "performance.md"
 LOADGEN_SRC = BENCH / "loadgen.c"
 LOADGEN = BUILD / "loadgen"
 PROTON_EXAMPLE = Path("/usr/share/proton/examples/python/broker.py")
+PROTON_C_BROKER_SRC = Path("/usr/share/proton/examples/c/broker.c")
+PROTON_C_BROKER = BUILD / "proton-c-broker"
+ACTIVEMQ_HOME = Path("/usr/share/activemq")
+ACTIVEMQ_AMQP_JAR = BUILD / "peers" / "activemq-amqp-5.17.2.jar"  # built locally, never committed
+JMS_CLIENT_LIB = REPO.parent / "shared" / "jms-client" / "lib"  # proton-j 0.34.1, which activemq-amqp needs
 RABBIT_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -54,6 +64,8 @@ DEBIAN_PACKAGES = [
     "libsasl2-modules",  # Cyrus PLAIN/ANONYMOUS for Proton-C's SASL layer
     "rabbitmq-server",  # bookworm: 3.10.x, with the rabbitmq_amqp1_0 plugin
     "erlang-base",
+    "activemq",  # bookworm: 5.17.2 (the broker, KahaDB, the launcher; no AMQP module)
+    "default-jre-headless",
 ]
 
 SCENARIOS = ("S1", "S2", "S2T", "S3", "S4")
@@ -115,6 +127,24 @@ def build_loadgen() -> None:
     ).stdout.split()
     cmd = ["gcc", "-O2", "-Wall", "-Wextra", "-std=c11", "-o", str(LOADGEN), str(LOADGEN_SRC), *flags]
     log("compiling loadgen: " + " ".join(cmd))
+    subprocess.run(cmd, check=True, timeout=300)
+
+
+def build_proton_c_broker() -> None:
+    """proton's C example broker (multi-threaded, in memory, queues only), from libqpid-proton11-dev-examples."""
+    if not PROTON_C_BROKER_SRC.exists():
+        return
+    BUILD.mkdir(parents=True, exist_ok=True)
+    if PROTON_C_BROKER.exists() and PROTON_C_BROKER.stat().st_mtime >= PROTON_C_BROKER_SRC.stat().st_mtime:
+        return
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "libqpid-proton"],  # core and proactor in one library
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    ).stdout.split()
+    cmd = ["gcc", "-O2", "-std=gnu11", "-o", str(PROTON_C_BROKER), str(PROTON_C_BROKER_SRC), *flags, "-lpthread"]
+    log("compiling proton's C example broker: " + " ".join(cmd))
     subprocess.run(cmd, check=True, timeout=300)
 
 
@@ -327,6 +357,123 @@ class ProtonExample(Broker):
         try:
             wait_port(self.port, self.proc, 30)
         except RuntimeError as e:
+            raise RuntimeError(f"{e}: {tail(self.logfile)}") from None
+
+
+class ProtonC(Broker):
+    """proton's C example broker: in memory, queues only, four proactor threads (the C floor to close in on)."""
+
+    name = "proton-c"
+    label = "proton example (C)"
+    topic_supported = False
+    durable_note = "in memory: `accepted` is not after disk"
+
+    def queue_args(self) -> list[str]:
+        return ["--address", "bench.q"]
+
+    def topic_args(self, run_id: str) -> list[str]:
+        return ["--address", "bench.t"]
+
+    def start(self) -> None:
+        if not PROTON_C_BROKER.exists():
+            raise RuntimeError(f"{PROTON_C_BROKER} not built ({PROTON_C_BROKER_SRC}: libqpid-proton11-dev-examples)")
+        self.port = free_port()
+        self.version = "proton-c " + dpkg_version("libqpid-proton11-dev") + " examples/c/broker.c (4 threads)"
+        out = open(self.logfile, "wb")
+        self.proc = subprocess.Popen(
+            [str(PROTON_C_BROKER), "127.0.0.1", str(self.port)], stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir
+        )
+        try:
+            wait_port(self.port, self.proc, 30)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}: {tail(self.logfile)}") from None
+
+
+class ActiveMQ(Broker):
+    """ActiveMQ 5.17 (Debian's broker jars) with the AMQP transport module built from the upstream 5.17.2 tag.
+
+    KahaDB at its defaults (journal disk syncs on), JMX off, the memory limit of the upstream distribution's
+    activemq.xml (70 % of a 1 GiB heap: the launcher's default -Xmx1G), one AMQP connector on 127.0.0.1."""
+
+    name = "activemq"
+    label = "ActiveMQ 5.17 (AMQP)"
+
+    def __init__(self, workdir: Path, amqp_jar: Path) -> None:
+        super().__init__(workdir)
+        self.amqp_jar = amqp_jar
+
+    def queue_args(self) -> list[str]:
+        return ["--address", "queue://bench.q"]
+
+    def topic_args(self, run_id: str) -> list[str]:
+        return ["--address", f"topic://bench.t.{run_id}"]
+
+    def classpath(self) -> str:
+        jars = [ACTIVEMQ_HOME / "bin" / "activemq.jar"]
+        jars += sorted((ACTIVEMQ_HOME / "lib").glob("*.jar")) + sorted(
+            (ACTIVEMQ_HOME / "lib" / "optional").glob("*.jar")
+        )
+        jars += [self.amqp_jar, *sorted(JMS_CLIENT_LIB.glob("proton-j-*.jar"))]
+        return ":".join(str(j) for j in jars)
+
+    def start(self) -> None:
+        if not (ACTIVEMQ_HOME / "bin" / "activemq.jar").exists():
+            raise RuntimeError(f"{ACTIVEMQ_HOME} missing (package activemq)")
+        if not self.amqp_jar.exists():
+            raise RuntimeError(
+                f"{self.amqp_jar} missing: build activemq-amqp from the upstream activemq-5.17.2 tag (bench/README.md)"
+            )
+        if not list(JMS_CLIENT_LIB.glob("proton-j-*.jar")):
+            raise RuntimeError(f"no proton-j jar in {JMS_CLIENT_LIB}")
+        self.port = free_port()
+        w = self.workdir
+        data = w / "data"
+        conf = w / "activemq.xml"
+        conf.write_text(
+            '<beans xmlns="http://www.springframework.org/schema/beans"'
+            ' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="'
+            "http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd "
+            'http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">\n'
+            f'  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="bench" useJmx="false"'
+            f' dataDirectory="{data}">\n'
+            f'    <persistenceAdapter><kahaDB directory="{data / "kahadb"}"/></persistenceAdapter>\n'
+            "    <systemUsage><systemUsage>\n"
+            '      <memoryUsage><memoryUsage percentOfJvmHeap="70"/></memoryUsage>\n'
+            '      <storeUsage><storeUsage limit="20 gb"/></storeUsage>\n'
+            '      <tempUsage><tempUsage limit="10 gb"/></tempUsage>\n'
+            "    </systemUsage></systemUsage>\n"
+            "    <transportConnectors>\n"
+            f'      <transportConnector name="amqp" uri="amqp://127.0.0.1:{self.port}?maximumConnections=1000'
+            '&amp;wireFormat.maxFrameSize=104857600"/>\n'
+            "    </transportConnectors>\n"
+            "  </broker>\n"
+            "</beans>\n"
+        )
+        self.version = (
+            f"ActiveMQ {dpkg_version('activemq')} (Debian), activemq-amqp {self.amqp_jar.name}, "
+            + (subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines() or ["java ?"])[
+                0
+            ]
+        )
+        cmd = [
+            "java",
+            "-Xms64M",
+            "-Xmx1G",
+            f"-Dactivemq.home={ACTIVEMQ_HOME}",
+            f"-Dactivemq.base={w}",
+            f"-Dactivemq.data={data}",
+            "-cp",
+            self.classpath(),
+            "org.apache.activemq.console.Main",
+            "start",
+            f"xbean:file:{conf}",
+        ]
+        out = open(self.logfile, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=w)
+        try:
+            wait_port(self.port, self.proc, 90)
+        except RuntimeError as e:
+            self.stop()
             raise RuntimeError(f"{e}: {tail(self.logfile)}") from None
 
 
@@ -934,7 +1081,7 @@ def scenario_rows(results: dict, sid: str) -> tuple[list[str], list[list[str]], 
 
 
 SUBGATES = ("subgate", "subgate-pg")
-PEERS = ("rabbitmq", "proton-example")
+PEERS = ("activemq", "rabbitmq", "proton-c", "proton-example")
 
 
 def value(results: dict, broker: str, sid: str, *path: str) -> float | None:
@@ -986,15 +1133,33 @@ def ratio_lines(sid: str, h: dict[str, float | None], results: dict) -> list[str
     return out
 
 
-# The targets of the performance issue: (what, subgate figure, peer figure, comparison, bound).
+# The targets of the performance issues: (what, subgate figure, peer figure, comparison, bound). Issue 34 first
+# (ActiveMQ and the C broker), then the older ones of issue 5 (RabbitMQ and the Python example broker).
 TARGETS = [
+    ("S1 queue: ≥ 1.0× ActiveMQ", ("subgate", "S1", "msgs_per_sec"), ("activemq", "S1", "msgs_per_sec"), ">=", 1.0),
+    ("S1 queue: ≥ 0.6× proton C", ("subgate", "S1", "msgs_per_sec"), ("proton-c", "S1", "msgs_per_sec"), ">=", 0.6),
     (
-        "S2 queue, SQLite: ≥ 1.0× RabbitMQ S2",
+        "S3 fan-out to 10: ≥ 1.2× ActiveMQ",
+        ("subgate", "S3", "deliveries_per_sec"),
+        ("activemq", "S3", "deliveries_per_sec"),
+        ">=",
+        1.2,
+    ),
+    (
+        "S2 send, SQLite: ≥ 1.5× RabbitMQ S2",
         ("subgate", "S2", "send", "msgs_per_sec"),
         ("rabbitmq", "S2", "send", "msgs_per_sec"),
         ">=",
-        1.0,
+        1.5,
     ),
+    (
+        "S2 send, SQLite: ≥ 5× ActiveMQ S2",
+        ("subgate", "S2", "send", "msgs_per_sec"),
+        ("activemq", "S2", "send", "msgs_per_sec"),
+        ">=",
+        5.0,
+    ),
+    ("S4 round trip p50: ≤ 1.2× proton C", ("subgate", "S4", "p50_us"), ("proton-c", "S4", "p50_us"), "<=", 1.2),
     (
         "S2 queue, PostgreSQL: ≥ 1.0× RabbitMQ S2",
         ("subgate-pg", "S2", "send", "msgs_per_sec"),
@@ -1133,7 +1298,13 @@ def render_section(report: dict) -> str:
         *section_head(report, BEGIN, "run.py", "bench"),
         f"Machine: {m['nproc']} cores ({m['cpu']}), {m['memory']} RAM, Linux {m['kernel']}; runner "
         f"{m['runner_python']}; Proton-C {m['proton_c']}; wall time {duration(report['wall_seconds'])}. "
-        "Shared, noisy machine: compare the ratios within one run, not absolute figures across runs.",
+        "Shared, noisy machine: compare the ratios within one run, not absolute figures across runs."
+        + (
+            f" Every figure is the median of {o['repeat']} rounds (each round starts every broker afresh; the order "
+            "of the brokers rotates from round to round)."
+            if o.get("repeat", 1) > 1
+            else ""
+        ),
         "",
         f"Sizes: {o['count']:,} messages for S1/S2, {o['fanout_count']:,} messages × {o['receivers']} receivers "
         f"for S3, {o['latency_count']:,} round trips (after {o['latency_warmup']:,} warm-up) for S4; "
@@ -1169,7 +1340,7 @@ def render_section(report: dict) -> str:
             + memory_lines(mem)
             + [""]
         )
-    L += ["#### Targets (issue 5)", ""]
+    L += ["#### Targets (issues 34 and 5)", ""]
     L += md_table(["target", "subgate", "peer", "ratio", "verdict"], target_rows(report["brokers"], mem)) + [""]
     L.append(END)
     return "\n".join(L)
@@ -1211,7 +1382,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="unmeasured send+receive before S1 (default count/20, max 5000)")
     p.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
     p.add_argument("--window", type=int, default=1000, help="unsettled window / credit (default 1000)")
-    p.add_argument("--brokers", default="rabbitmq,proton-example,subgate,subgate-pg", help="comma list, in run order")
+    p.add_argument(
+        "--brokers",
+        default="activemq,rabbitmq,proton-c,proton-example,subgate,subgate-pg",
+        help="comma list, in run order",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=1, help="rounds over every broker, in rotated order; medians reported (1)"
+    )
+    p.add_argument(
+        "--activemq-amqp-jar",
+        default=os.environ.get("SUBGATE_BENCH_ACTIVEMQ_AMQP_JAR", str(ACTIVEMQ_AMQP_JAR)),
+        help="the locally built activemq-amqp 5.17.2 jar (bench/README.md, 'ActiveMQ')",
+    )
     p.add_argument("--scenarios", default="S1,S2,S2T,S3,S4", help="comma list of S1,S2,S2T,S3,S4")
     p.add_argument(
         "--pg-scenarios", default="S2,S2T", help="scenarios of subgate-pg (subgate on PostgreSQL) (default S2,S2T)"
@@ -1236,7 +1419,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     o = p.parse_args(argv)
     o.brokers = [b.strip() for b in o.brokers.split(",") if b.strip()]
     for b in o.brokers:
-        if b not in ("rabbitmq", "proton-example", "subgate", "subgate-pg"):
+        if b not in ("activemq", "rabbitmq", "proton-c", "proton-example", "subgate", "subgate-pg"):
             p.error(f"unknown broker {b}")
     o.scenarios = [s.strip().upper() for s in o.scenarios.split(",") if s.strip()]
     o.pg_scenarios = [s.strip().upper() for s in o.pg_scenarios.split(",") if s.strip()]
@@ -1256,6 +1439,63 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return o
 
 
+def make_broker(name: str, w: Path, opts: argparse.Namespace) -> Broker:
+    if name == "rabbitmq":
+        return RabbitMQ(w)
+    if name == "activemq":
+        return ActiveMQ(w, Path(opts.activemq_amqp_jar))
+    if name == "proton-c":
+        return ProtonC(w)
+    if name == "proton-example":
+        return ProtonExample(w, opts.example_python)
+    if name == "subgate-pg":
+        return SubgatePG(w, opts.subgate, shlex.split(opts.subgate_args))
+    return Subgate(w, opts.subgate, opts.subgate_store, shlex.split(opts.subgate_args))
+
+
+def median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
+
+
+def median_result(runs: list[dict]) -> dict:
+    """One scenario's result over several rounds: each number the median of the rounds that succeeded (nested
+    send/drain halves likewise); `rounds` and `rounds_ok` say how many there were; a failed round's error kept."""
+    ok = [r for r in runs if r.get("ok")]
+    if "send" in runs[0]:  # S2/S2T: two halves
+        return {
+            "send": median_result([r["send"] for r in runs]),
+            "drain": median_result([r["drain"] for r in runs]),
+            "note": runs[0].get("note", ""),
+        }
+    if not ok:
+        return dict(runs[-1], rounds=len(runs), rounds_ok=0)
+    out = dict(ok[0], rounds=len(runs), rounds_ok=len(ok))
+    for key, v in ok[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            vals = [r[key] for r in ok if isinstance(r.get(key), (int, float))]
+            out[key] = round(median(vals), 3)
+    out["per_round"] = [r.get("msgs_per_sec") or r.get("deliveries_per_sec") or r.get("p50_us") for r in runs]
+    if len(ok) < len(runs):
+        out["failed_rounds"] = [r.get("error", "") for r in runs if not r.get("ok")]
+    return out
+
+
+def median_run(runs: list[dict]) -> dict:
+    """A broker's rounds folded into one result of the same shape as a single round's."""
+    if len(runs) == 1:
+        return runs[0]
+    up = [r for r in runs if r["available"]]
+    if not up:
+        return runs[-1]
+    out = dict(up[0], rounds=len(runs))
+    out["scenarios"] = {}
+    for sid in up[0]["scenarios"]:
+        out["scenarios"][sid] = median_result([r["scenarios"][sid] for r in up if sid in r["scenarios"]])
+    return out
+
+
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so the `finally` blocks stop the brokers we started
@@ -1265,25 +1505,24 @@ def main(argv: list[str]) -> int:
     if not opts.no_install:
         ensure_packages()
     build_loadgen()
+    if "proton-c" in opts.brokers:
+        build_proton_c_broker()
     run_id = started.strftime("%Y%m%d%H%M%S")
     tmp_root = Path(tempfile.mkdtemp(prefix="subgate-bench-"))
     log(f"temp dir {tmp_root}")
     results: dict = {}
     memory: dict | None = None
     try:
-        for name in opts.brokers:
-            w = tmp_root / name
-            w.mkdir()
-            broker: Broker
-            if name == "rabbitmq":
-                broker = RabbitMQ(w)
-            elif name == "proton-example":
-                broker = ProtonExample(w, opts.example_python)
-            elif name == "subgate-pg":
-                broker = SubgatePG(w, opts.subgate, shlex.split(opts.subgate_args))
-            else:
-                broker = Subgate(w, opts.subgate, opts.subgate_store, shlex.split(opts.subgate_args))
-            results[name] = run_broker(broker, opts, run_id)
+        rounds: dict[str, list[dict]] = {name: [] for name in opts.brokers}
+        for rnd in range(opts.repeat):
+            k = rnd % len(opts.brokers)  # rotate the order, so no broker always runs first (or last)
+            for name in opts.brokers[k:] + opts.brokers[:k]:
+                w = tmp_root / f"{name}-{rnd}"
+                w.mkdir()
+                if opts.repeat > 1:
+                    log(f"round {rnd + 1}/{opts.repeat}: {name}")
+                rounds[name].append(run_broker(make_broker(name, w, opts), opts, f"{run_id}r{rnd}"))
+        results = {name: median_run(rounds[name]) for name in opts.brokers}
         if opts.memory:
             w = tmp_root / "memory"
             w.mkdir()
@@ -1317,6 +1556,7 @@ def main(argv: list[str]) -> int:
                 "subgate_store",
                 "subgate_args",
                 "example_python",
+                "repeat",
             )
         },
         "brokers": results,
@@ -1340,7 +1580,7 @@ def main(argv: list[str]) -> int:
         print("Memory and start-up (subgate, SQLite)")
         print("\n".join(memory_lines(memory)))
         print()
-    print("Targets (issue 5)")
+    print("Targets (issues 34 and 5)")
     print(text_table(["target", "subgate", "peer", "ratio", "verdict"], target_rows(results, memory)))
     print()
     print(f"results: {out}")
