@@ -66,6 +66,12 @@ def _never() -> bool:
     return False
 
 
+def pause(seconds: float) -> None:
+    """The writer's sleep between gather steps (a seam of its own, so a test can record the steps without patching
+    ``time.sleep`` for every thread of the process)."""
+    time.sleep(seconds)
+
+
 def gather(
     queued: Callable[[], int],
     limit: int,
@@ -77,7 +83,7 @@ def gather(
     """Wait a step at a time while the number of ``queued`` operations may still grow: until a step brings
     nothing new while the producer is idle, ``limit`` operations are queued, GATHER_MAX_SECONDS have passed, or
     something queued is in a ``hurry`` (a read the reactor waits for: a page of a backlog, an operator's read)."""
-    sleep = sleep or time.sleep
+    sleep = sleep or pause
     clock = clock or time.monotonic
     deadline = clock() + GATHER_MAX_SECONDS
     seen = queued()

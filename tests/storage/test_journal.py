@@ -420,7 +420,7 @@ def after_a_busy_batch(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> tuple
     """A started writer that has just committed one busy batch (BUSY_BATCH operations and more), and the sleeps
     it takes from now on (recorded, not slept)."""
     sleeps: list[float] = []
-    monkeypatch.setattr(journal_module.time, "sleep", lambda seconds: sleeps.append(seconds))
+    monkeypatch.setattr(journal_module, "pause", lambda seconds: sleeps.append(seconds))
     journal = Journal(engine)
     for seq in range(1, journal_module.BUSY_BATCH + 1):
         journal.writer.submit_message(new_message(seq), seq)
