@@ -45,6 +45,7 @@ from subgate.gateway.subscriptions import Subscriptions, selected
 from subgate.gateway.tls import server_context
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
+from subgate.metrics.http_server import HttpLimits
 from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
@@ -377,7 +378,13 @@ def _open_http(settings: Settings) -> MetricsEndpoint | None:
     host, _, port = settings.http.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     try:
-        endpoint = MetricsEndpoint(host, int(port), settings.metrics_top_nodes)
+        limits = HttpLimits(
+            threads=settings.http_threads,
+            max_connections=settings.http_max_connections,
+            idle_timeout=settings.http_idle_timeout,
+            request_timeout=settings.http_request_timeout,
+        )
+        endpoint = MetricsEndpoint(host, int(port), settings.metrics_top_nodes, limits)
     except OSError as exc:
         raise OSError(exc.errno, f"the HTTP endpoint {settings.http}: {exc.strerror or exc}") from exc
     endpoint.start()

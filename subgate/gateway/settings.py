@@ -245,6 +245,24 @@ class Settings:
         "HOST:PORT of the HTTP endpoint: /metrics (Prometheus), /healthz and /readyz ('': off; port 0 picks a free "
         "port, the log line says which).",
     )
+    http_threads: int = setting(
+        4,
+        "Worker threads answering HTTP requests; sockets are read and written by one more thread.",
+        minimum=1,
+        maximum=256,
+    )
+    http_max_connections: int = setting(
+        1000, "Open HTTP connections at most; past it new ones wait in the listen backlog.", minimum=1
+    )
+    http_idle_timeout: float = setting(
+        60.0, "Seconds an HTTP connection may stay open without a request before it is closed.", minimum=0.5
+    )
+    http_request_timeout: float = setting(
+        10.0,
+        "Seconds an HTTP request may take to arrive whole (request line, headers and body) from its first byte; "
+        "a slower client is disconnected.",
+        minimum=0.5,
+    )
     metrics_top_nodes: int = setting(
         50,
         "Nodes (and queues, and durable subscriptions) that get series of their own in /metrics: the busiest ones; "

@@ -1,8 +1,9 @@
 """The HTTP endpoint of ``--http``: ``/metrics``, ``/healthz``, ``/readyz`` and the web console, on threads of
 its own.
 
-Owns the standard library's ``ThreadingHTTPServer`` (thread ``subgate-http``, one short-lived thread per
-request), the three routes and the health verdict; the console's routes are ``metrics.console``'s.
+Owns the WSGI application, the three routes and the health verdict; the console's routes are
+``metrics.console``'s, the server under them (waitress: one loop thread, a fixed pool of workers, a connection
+cap, deadlines and size limits) is ``metrics.http_server``'s.
 ``/metrics`` is ``prometheus_client``'s own exposition (``generate_latest``) of a registry holding only
 ``collector.SubgateCollector``. A request reads the latest snapshot the reactor published, the journal writer's
 histograms and its ``CommitHealth``: each one attribute read; it never touches the reactor's state, a proton
@@ -17,16 +18,16 @@ recovery has finished and it listens), 503 before.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from subgate.metrics.collector import SubgateCollector, WriterFigures
 from subgate.metrics.console import PAGE_HEADER, Console
+from subgate.metrics.http_server import MAX_BODY_BYTES, HttpLimits, HttpServer
 from subgate.metrics.snapshot import Snapshot
 from subgate.storage.journal import CommitHealth
 
@@ -56,7 +57,7 @@ class MetricsEndpoint:
     """See the module docstring. The sources are set once the server has built them (``snapshot``, ``writer``,
     ``health``); until then ``/healthz`` answers 503 and ``/metrics`` is empty."""
 
-    def __init__(self, host: str, port: int, top_n: int) -> None:
+    def __init__(self, host: str, port: int, top_n: int, limits: HttpLimits | None = None) -> None:
         self.snapshot: Callable[[], Snapshot | None] = lambda: None
         self.writer: Callable[[], WriterFigures | None] = lambda: None
         self.health: Callable[[], CommitHealth | None] = lambda: None
@@ -64,80 +65,70 @@ class MetricsEndpoint:
         self.console = Console()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SubgateCollector(lambda: self.snapshot(), lambda: self.writer(), top_n))
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="subgate-http", daemon=True)
+        self._server = HttpServer(self.wsgi, host, port, limits or HttpLimits())
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
+        return self._server.address
 
     def start(self) -> None:
-        self._thread.start()
+        self._server.start()
         log.info("HTTP endpoint on http://%s:%d (/metrics, /healthz, /readyz, the console at /)", *self.address)
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
-    def answer(self, path: str) -> tuple[int, str, bytes]:
-        """(status, content type, body) for a GET of ``path``."""
+    def answer(self, path: str, authorization: str | None = None, from_page: bool = False) -> Answer:
+        """(status, headers, body) for a GET of ``path``."""
         route = path.split("?", 1)[0]
         console = self.console.get(route, self.writer())
         if console is not None:
-            status, headers, body = console
-            return status, headers["Content-Type"], body
+            return console
         if route == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            return 200, {"Content-Type": CONTENT_TYPE_LATEST}, generate_latest(self.registry)
         if route == "/healthz":
             reason = verdict(self.snapshot(), self.health(), time.monotonic())
-            return (200, _TEXT, b"ok\n") if reason is None else (503, _TEXT, reason.encode() + b"\n")
+            return _text(200, "ok") if reason is None else _text(503, reason)
         if route == "/readyz":
-            return (200, _TEXT, b"ready\n") if self.ready else (503, _TEXT, b"recovering: not listening yet\n")
-        return 404, _TEXT, b"not found: /, /metrics, /healthz, /readyz\n"
+            return _text(200, "ready") if self.ready else _text(503, "recovering: not listening yet")
+        return _text(404, "not found: /, /metrics, /healthz, /readyz")
+
+    def wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI application (a worker thread of ``metrics.http_server``): GET and POST, nothing else."""
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO") or "/"
+        authorization = environ.get("HTTP_AUTHORIZATION")
+        from_page = "HTTP_" + PAGE_HEADER.upper().replace("-", "_") in environ
+        try:
+            if method in ("GET", "HEAD"):
+                status, headers, body = self.answer(path, authorization, from_page)
+            elif method == "POST":
+                raw = environ["wsgi.input"].read(MAX_BODY_BYTES)  # waitress refused a longer one (413)
+                found = self.console.post(path, authorization, from_page, raw)
+                status, headers, body = found if found is not None else _text(404, "not found")
+            else:
+                status, headers, body = _text(405, f"{method} is not served: GET, or POST for a console action")
+                headers["Allow"] = "GET, HEAD, POST"
+        except Exception as exc:  # a bug in a collector or a route: this request fails, the server goes on
+            log.exception("HTTP %s %s failed", method, path)
+            status, headers, body = _text(500, f"internal error: {exc}")
+        start_response(
+            _status_line(status),
+            [*headers.items(), ("Content-Length", str(len(body)))],
+        )
+        return [b"" if method == "HEAD" else body]
 
 
+Answer = tuple[int, dict[str, str], bytes]
 _TEXT = "text/plain; charset=utf-8"
-_MAX_BODY = 64 * 1024  # an action's JSON body
 
 
-def _handler(endpoint: MetricsEndpoint) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "subgate"
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Status"
 
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            try:
-                status, content_type, body = endpoint.answer(self.path)
-            except Exception as exc:  # a bug in a collector: the scrape fails, the server goes on
-                log.exception("HTTP %s failed", self.path)
-                status, content_type, body = 500, _TEXT, f"internal error: {exc}\n".encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-            length = min(int(self.headers.get("Content-Length") or 0), _MAX_BODY)
-            raw = self.rfile.read(length) if length else b""
-            route = self.path.split("?", 1)[0]
-            from_page = self.headers.get(PAGE_HEADER) is not None
-            try:
-                found = endpoint.console.post(route, self.headers.get("Authorization"), from_page, raw)
-            except Exception as exc:
-                log.exception("HTTP POST %s failed", self.path)
-                found = 500, {"Content-Type": _TEXT}, f"internal error: {exc}\n".encode()
-            status, headers, body = found if found is not None else (404, {"Content-Type": _TEXT}, b"not found\n")
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-            log.debug("%s %s", self.address_string(), format % args)
-
-    return Handler
+def _text(status: int, text: str) -> Answer:
+    return status, {"Content-Type": _TEXT}, text.encode() + b"\n"

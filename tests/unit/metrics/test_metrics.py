@@ -152,14 +152,14 @@ def test_routes_answer_without_a_request_loop():
         assert endpoint.answer("/readyz?verbose=1")[:1] == (200,)
         assert endpoint.answer("/healthz") == (
             503,
-            "text/plain; charset=utf-8",
+            {"Content-Type": "text/plain; charset=utf-8"},
             b"the reactor has not published its figures yet\n",
         )
-        status, content_type, body = endpoint.answer("/metrics")
-        assert (status, body) == (200, b"") and content_type.startswith("text/plain; version=")
+        status, headers, body = endpoint.answer("/metrics")
+        assert (status, body) == (200, b"") and headers["Content-Type"].startswith("text/plain; version=")
         assert endpoint.answer("/nowhere")[0] == 404
-        status, content_type, page = endpoint.answer("/")
-        assert (status, content_type) == (200, "text/html; charset=utf-8") and b"console.js" in page
+        status, headers, page = endpoint.answer("/")
+        assert (status, headers["Content-Type"]) == (200, "text/html; charset=utf-8") and b"console.js" in page
     finally:
         endpoint.close()
 
