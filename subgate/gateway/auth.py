@@ -129,6 +129,15 @@ class Authenticator:
                 )
         return keys or fake_keys(self._fake_secret, name, DEFAULT_ITERATIONS)
 
+    def check_password(self, username: str, password: str) -> bool:
+        """A PLAIN login's verdict, on the calling thread (an HTTP worker: never the reactor): the same lookup,
+        hash check and legacy-hash rewrite as a SASL PLAIN login. A store failure is logged and refuses."""
+        try:
+            return self._verify(CredentialsReceived("PLAIN", username, password, None))[0]
+        except Exception as exc:
+            log_store_failure(log, "authentication check failed", exc)
+            return False
+
     def _verify(self, credentials: CredentialsReceived) -> tuple[bool, str | None]:
         if credentials.mechanism == "ANONYMOUS":
             self._refresh()

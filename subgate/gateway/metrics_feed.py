@@ -29,7 +29,7 @@ from subgate.engine.nodes import Queue, Topic
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import MetricsRead, StoreFigures
 from subgate.gateway.links import CoordinatorLink, Inbound, LinkState, Outbound
-from subgate.metrics.snapshot import FanoutLink, Snapshot, top_nodes, top_queues
+from subgate.metrics.snapshot import FanoutLink, Snapshot, fold_temporary, top_nodes, top_queues
 
 log = logging.getLogger("subgate.metrics")
 
@@ -120,8 +120,8 @@ class MetricsFeed:
             traffic.append((node.name, node.messages_in, node.messages_out))
             if isinstance(node, Queue):
                 depths.append((node.name, node.depth))
-        self._traffic = tuple(top_nodes(traffic, self._top_n))
-        self._depths = tuple(top_queues(depths, self._top_n))
+        self._traffic = tuple(top_nodes(fold_temporary(traffic), self._top_n))
+        self._depths = tuple(top_queues(fold_temporary(depths), self._top_n))
         return max(1, math.ceil(len(nodes) / NODES_PER_TICK))
 
     def take(self) -> Snapshot:

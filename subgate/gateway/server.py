@@ -30,6 +30,7 @@ from subgate.engine.topic_space import selector_address
 from subgate.engine.transport_policy import TransportRules, is_loopback
 from subgate.gateway.auth import Authenticator
 from subgate.gateway.broker import Broker
+from subgate.gateway.console_access import ConsoleAccess
 from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
 from subgate.gateway.fanout_client import FanoutClient
 from subgate.gateway.fanout_mirror import Mailbox
@@ -234,8 +235,12 @@ class Server:
             fanout=broker.fanout.status,
         )
         http.snapshot = lambda: feed.latest
-        http.console.view = lambda: console.latest
-        http.console.want = console.want
+        http.console.view = console.fresh
+        rule = ThrottleRule(
+            self.settings.login_free_failures, self.settings.login_delay, self.settings.login_delay_max,
+            self.settings.login_failure_window,
+        )  # fmt: skip
+        http.console.read_access = ConsoleAccess(self.auth, lambda: broker.authority.policy, rule).verdict
         http.writer = lambda: WriterFigures(writer.commit_seconds.view(), writer.batch_sizes.view())
         http.health = lambda: writer.health
         return feed

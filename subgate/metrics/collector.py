@@ -1,8 +1,9 @@
 """The snapshot and the writer's figures as Prometheus metric families (``prometheus_client``'s exposition).
 
 Owns the names, help texts, types and labels of every metric ``/metrics`` serves (docs/operations.md lists
-them), and the translation of a ``Snapshot`` (``metrics.snapshot``), the journal writer's histograms
-(``metrics.buckets``) and its commit health into ``prometheus_client`` families. ``SubgateCollector.collect``
+them; none carries a user name, a client address or a temporary node's name: ``/metrics`` needs no login), and
+the translation of a ``Snapshot`` (``metrics.snapshot``), the journal writer's histograms (``metrics.buckets``)
+and its commit health into ``prometheus_client`` families. ``SubgateCollector.collect``
 runs on an HTTP thread for each scrape: it reads the latest snapshot the reactor published (one attribute read)
 and never touches the reactor's state, a proton object or the store.
 """
@@ -17,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from subgate.metrics.buckets import HistogramView
-from subgate.metrics.snapshot import OTHER, Snapshot
+from subgate.metrics.snapshot import OTHER, TEMPORARY, TEMPORARY_PREFIX, Snapshot
 
 SUBSCRIPTION_LABELS = ["client_id", "name", "topic"]
 
@@ -156,7 +157,8 @@ def _store_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
     subs = store.subscriptions
     ranked = heapq.nsmallest(top_n, subs, key=lambda sub: (-sub.backlog, sub.client_id or "", sub.name, sub.topic))
     for sub in ranked:
-        labels = [sub.client_id or "", sub.name, sub.topic]
+        topic = TEMPORARY if sub.topic.startswith(TEMPORARY_PREFIX) else sub.topic
+        labels = [sub.client_id or "", sub.name, topic]
         backlog.add_metric(labels, sub.backlog)
         oldest.add_metric(labels, age(sub.oldest_ms))
     chosen = set(map(id, ranked))

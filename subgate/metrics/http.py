@@ -78,10 +78,10 @@ class MetricsEndpoint:
     def close(self) -> None:
         self._server.close()
 
-    def answer(self, path: str, authorization: str | None = None, from_page: bool = False) -> Answer:
-        """(status, headers, body) for a GET of ``path``."""
+    def answer(self, path: str, authorization: str | None = None, from_page: bool = False, address: str = "") -> Answer:
+        """(status, headers, body) for a GET of ``path`` (with the request's credentials and client address)."""
         route = path.split("?", 1)[0]
-        console = self.console.get(route, self.writer())
+        console = self.console.get(route, self.writer(), authorization, from_page, address)
         if console is not None:
             return console
         if route == "/metrics":
@@ -101,7 +101,8 @@ class MetricsEndpoint:
         from_page = "HTTP_" + PAGE_HEADER.upper().replace("-", "_") in environ
         try:
             if method in ("GET", "HEAD"):
-                status, headers, body = self.answer(path, authorization, from_page)
+                address = str(environ.get("REMOTE_ADDR") or "")
+                status, headers, body = self.answer(path, authorization, from_page, address)
             elif method == "POST":
                 raw = environ["wsgi.input"].read(MAX_BODY_BYTES)  # waitress refused a longer one (413)
                 found = self.console.post(path, authorization, from_page, raw)

@@ -6,6 +6,7 @@ swapped into place whole (one attribute assignment), so the HTTP threads read a 
 lock. Also owns the bounding of label cardinality (``top``): a per-node series only for the ``n`` nodes with the
 most traffic (or the deepest queues), and the rest summed under one ``other`` label, so a store with 100k
 topics cannot blow up a scrape (the feed applies it as it builds the snapshot: a scrape handles N + 1 rows).
+Temporary nodes are summed under one ``$temp`` label first (``fold_temporary``): their names are not shown.
 No proton, no store, no HTTP.
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 from subgate.engine.records import StoreFigures
 
 OTHER = "other"
+TEMPORARY = "$temp"  # the one label of every temporary node (their names are not for strangers: docs/security.md)
+TEMPORARY_PREFIX = TEMPORARY + "."
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,23 @@ def top(rows: Sequence[Row], n: int, rank: Callable[[Row], Any]) -> list[Row]:
         for column in range(1, width):
             sums[column - 1] -= row[column]
     return [*kept, (OTHER, *sums)]
+
+
+def fold_temporary(rows: Sequence[Row]) -> list[Row]:
+    """``rows`` with every temporary node's (``$temp.…``) folded into one row labelled ``$temp`` (column sums):
+    a temporary queue's name is the address its owner's replies travel to, and anyone may send there, so
+    ``/metrics``, which needs no login, names none of them."""
+    kept: list[Row] = []
+    folded: list[int] | None = None
+    for row in rows:
+        if not row[0].startswith(TEMPORARY_PREFIX):
+            kept.append(row)
+        elif folded is None:
+            folded = list(row[1:])
+        else:
+            for column in range(1, len(row)):
+                folded[column - 1] += row[column]
+    return kept if folded is None else [*kept, (TEMPORARY, *folded)]
 
 
 def top_nodes(traffic: Sequence[tuple[str, int, int]], n: int) -> list[Row]:

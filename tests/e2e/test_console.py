@@ -4,7 +4,8 @@
 A real server (users in its store, so nothing anonymous) holds what the page must show: connections, a queue with
 messages, a durable subscription with a backlog, topics with current values, a remove-with-session registration
 and a missing-topic handler, and a producer sending all along. The page must show each of them and its rate chart
-must move. Then the actions: read-only without signing in, refused for a user without ``CONTROL_SERVER``, done
+must move. Reading it takes a sign-in as a user holding ``CONTROL_SERVER`` (users exist): nothing is shown before,
+nor to a user without it. Then the actions: refused over HTTP without credentials or ``CONTROL_SERVER``, done
 for an admin (unsubscribe, remove a topic, close a connection). Screenshots are kept as test artifacts in
 ``$SUBGATE_TEST_ARTIFACTS/console`` (default ``build/test-artifacts/console``); ``docs/console.png`` is one.
 """
@@ -123,9 +124,18 @@ def busy_server(make_server, sqlite_url, tmp_path) -> Iterator[tuple[Any, dict[s
     control.close()
 
 
+def sign_in(driver: Any, user: str, password: str) -> None:
+    for field, text in (("user", user), ("password", password)):
+        box = driver.find_element("id", field)
+        box.clear()
+        box.send_keys(text)
+    driver.find_element("id", "signin-button").click()
+
+
 def test_the_console_shows_the_server_and_its_rate_chart_moves(busy_server, browser):
     server, _ = busy_server
     browser.get(http_base(server) + "/")
+    sign_in(browser, "admin", ADMIN["password"])  # users exist: reading takes CONTROL_SERVER (docs/security.md)
     eventually(lambda: row_of(browser, "connections", 1, "app1"), timeout=20, what="app1 in the connections")
     app1 = row_of(browser, "connections", 1, "app1")
     assert app1 is not None and app1[2] == "admin" and app1[3].startswith("127.0.0.1:")
@@ -187,12 +197,14 @@ def test_actions_need_a_user_with_control_server(busy_server, browser):
 
     browser.get(base + "/")
     browser.execute_script("window.confirm = () => true")
+    notice = lambda: browser.find_element("id", "notice").text  # noqa: E731
+    eventually(lambda: "sign in" in notice(), timeout=20, what="the page asking for a login")
+    assert not cells(browser, "subscriptions")  # nothing shown to a stranger
+    sign_in(browser, "viewer", "viewer-secret")
+    eventually(lambda: "needs the CONTROL_SERVER grant" in notice(), timeout=20, what="the viewer refused")
+    assert not cells(browser, "subscriptions")
+    sign_in(browser, "admin", ADMIN["password"])
     eventually(lambda: row_of(browser, "subscriptions", 2, "idle"), timeout=20, what="the idle subscription")
-    buttons = browser.find_elements("css selector", "#subscriptions button.act")
-    assert buttons and not any(button.is_displayed() for button in buttons)  # read-only: no actions shown
-    browser.find_element("id", "user").send_keys("admin")
-    browser.find_element("id", "password").send_keys(ADMIN["password"])
-    browser.find_element("id", "signin-button").click()
 
     def click(table: str, column: int, value: str) -> None:
         for tr in browser.find_elements("css selector", f"#{table} tbody tr"):

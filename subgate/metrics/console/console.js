@@ -13,6 +13,7 @@ const state = {
   commits: [],
   openPaths: new Set(),
   unreachable: false,
+  refused: false,
 };
 
 function el(tag, text, cls) {
@@ -226,9 +227,20 @@ function signIn(event) {
 // -- polling ----------------------------------------------------------------------------------------------------
 async function poll() {
   try {
-    const response = await fetch("/api/console", { cache: "no-store" });
+    const headers = { "X-Subgate-Console": "1" };
+    if (state.credentials) headers.Authorization = `Basic ${btoa(state.credentials)}`;
+    const response = await fetch("/api/console", { cache: "no-store", headers });
     const view = await response.json();
-    document.getElementById("signin").hidden = !view.actions;
+    if (response.status === 401 || response.status === 403) {
+      // Logins are on: reading takes a user holding CONTROL_SERVER (docs/security.md).
+      document.getElementById("signin").hidden = false;
+      notice(view.error || `HTTP ${response.status}`, true);
+      state.refused = true;
+      return;
+    }
+    if (state.refused) notice("");
+    state.refused = false;
+    document.getElementById("signin").hidden = !view.actions && !state.credentials;
     if (!view.pending) {
       render(view);
       sample(view);

@@ -72,10 +72,10 @@ def test_each_action_is_one_management_request(route, body, request_):
     assert management_request(route, body) == request_
 
 
-def test_the_view_is_pending_then_carries_the_commit_figures_and_wanted_is_marked():
+def test_the_view_is_pending_then_carries_the_commit_figures():
     console = Console()
-    wanted: list[bool] = []
-    console.want = lambda: wanted.append(True)
+    asked: list[bool] = []
+    console.view = lambda: asked.append(True)  # type: ignore[func-returns-value]
     status, _, body = console.get("/api/console", None) or (0, {}, b"")
     assert (status, json.loads(body)) == (200, {"pending": True, "actions": False})
     commits = Buckets([0.001, 0.01])
@@ -84,8 +84,33 @@ def test_the_view_is_pending_then_carries_the_commit_figures_and_wanted_is_marke
     writer = WriterFigures(commits.view(), Buckets([1]).view())
     _, _, body = console.get("/api/console", writer) or (0, {}, b"")
     assert json.loads(body) == {"taken": 1.0, "commit": {"count": 1, "sum": 0.004}, "actions": False}
-    assert wanted == [True, True]
+    assert asked == [True]
     assert console.get("/elsewhere", None) is None
+
+
+def test_reading_the_view_asks_read_access_with_the_credentials():
+    console = Console()
+    console.view = lambda: {"taken": 1.0}
+    seen: list[Any] = []
+
+    def read_access(found: Any, address: str) -> int:
+        seen.append(found)
+        assert address == "10.0.0.7"
+        return {None: 401, ("bob", "pw"): 403, ("eve", "guess"): 429}.get(found, 200)
+
+    console.read_access = read_access
+    status, headers, body = console.get("/api/console", None, None, False, "10.0.0.7") or (0, {}, b"")
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic") and "CONTROL_SERVER" in str(body)
+    status, headers, _ = console.get("/api/console", None, None, True, "10.0.0.7") or (0, {}, b"")
+    assert status == 401 and "WWW-Authenticate" not in headers  # the page's own sign-in form
+    status, _, body = console.get("/api/console", None, basic("bob:pw"), False, "10.0.0.7") or (0, {}, b"")
+    assert status == 403 and "subgate grants add CONTROL_SERVER --user bob" in json.loads(body)["error"]
+    status, headers, _ = console.get("/api/console", None, basic("eve:guess"), False, "10.0.0.7") or (0, {}, b"")
+    assert status == 429 and headers["Retry-After"]
+    status, _, body = console.get("/api/console", None, basic("admin:pw"), False, "10.0.0.7") or (0, {}, b"")
+    assert (status, json.loads(body)["taken"]) == (200, 1.0)
+    assert seen == [None, None, ("bob", "pw"), ("eve", "guess"), ("admin", "pw")]
+    assert console.get("/", None)[0] == 200  # type: ignore[index]  # the page itself holds no figures
 
 
 def test_actions_are_off_without_act_and_need_credentials_with_it():

@@ -16,7 +16,7 @@ from subgate.engine.records import StoreFigures, SubscriptionBacklog
 from subgate.metrics.buckets import Buckets
 from subgate.metrics.collector import SubgateCollector, WriterFigures
 from subgate.metrics.http import MetricsEndpoint, verdict
-from subgate.metrics.snapshot import OTHER, Snapshot, top_nodes, top_queues
+from subgate.metrics.snapshot import OTHER, Snapshot, fold_temporary, top_nodes, top_queues
 from subgate.storage.journal import CommitHealth
 
 
@@ -176,3 +176,9 @@ def test_the_metrics_package_loads_no_proton():
     assert "subgate.metrics.http" in loaded
     assert [name for name in loaded if name.split(".")[0] in {"proton", "cproton", "_cproton"}] == []
     assert [name for name in loaded if name.startswith("subgate.gateway")] == []
+
+
+def test_temporary_nodes_are_summed_under_one_label_never_named():
+    rows = [("orders", 5, 1), ("$temp.queue.aa", 2, 2), ("$temp.topic.bb", 1, 0), ("$tempest", 1, 1)]
+    assert fold_temporary(rows) == [("orders", 5, 1), ("$tempest", 1, 1), ("$temp", 3, 2)]
+    assert fold_temporary([("orders", 1)]) == [("orders", 1)]
