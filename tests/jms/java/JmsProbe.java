@@ -3,7 +3,8 @@
 //   java -cp 'LIB/*:CLASSES' JmsProbe URL PREFIX SCENARIO...
 //
 // URL goes to org.apache.qpid.jms.JmsConnectionFactory as given (client options in its query); the environment's
-// JMS_USER / JMS_PASSWORD, when set, are the connection's credentials. PREFIX keeps this run's destinations
+// JMS_USER / JMS_PASSWORD, when set, are the connection's credentials (the scenario "login:USER:PASSWORD[:MECH]"
+// uses its own, and only SASL mechanism MECH when given: "login::" logs in anonymously). PREFIX keeps this run's destinations
 // apart from other runs on the same server. Each scenario prints one JSON line to stdout:
 //   {"scenario": NAME, "result": {...what it observed...}}   or   {"scenario": NAME, "error": "...", "trace": "..."}
 // The probe only reports what the client saw; the pytest side (tests/jms/test_real_client.py) decides what is
@@ -80,6 +81,11 @@ public final class JmsProbe {
     }
 
     Map<String, Object> run(String scenario) throws Exception {
+        if (scenario.startsWith("login:")) {
+            String[] parts = scenario.split(":", 4);
+            String mechanism = parts.length > 3 ? parts[3] : null;
+            return login(parts[1], parts.length > 2 ? parts[2] : "", mechanism);
+        }
         switch (scenario) {
             case "roundtrip": return roundtrip();
             case "bodies": return bodies();
@@ -103,7 +109,7 @@ public final class JmsProbe {
             case "groups": return groups();
             case "durable-prepare": return durablePrepare();
             case "durable-drain": return durableDrain();
-            case "login": return login();
+            case "login": return login(System.getenv("JMS_USER"), System.getenv("JMS_PASSWORD"), null);
             default: throw new IllegalArgumentException("no scenario " + scenario);
         }
     }
@@ -111,11 +117,18 @@ public final class JmsProbe {
     // -- helpers --------------------------------------------------------------------------------------------
 
     JmsConnectionFactory factory() {
+        return factory(System.getenv("JMS_USER"), System.getenv("JMS_PASSWORD"));
+    }
+
+    JmsConnectionFactory factory(String user, String password) {
+        return factory(url, user, password);
+    }
+
+    static JmsConnectionFactory factory(String url, String user, String password) {
         JmsConnectionFactory factory = new JmsConnectionFactory(url);
-        String user = System.getenv("JMS_USER");
         if (user != null && !user.isEmpty()) {
             factory.setUsername(user);
-            factory.setPassword(System.getenv("JMS_PASSWORD"));
+            factory.setPassword(password);
         }
         return factory;
     }
@@ -743,9 +756,11 @@ public final class JmsProbe {
         }
     }
 
-    /** A login (the credentials and mechanism come from the environment and the URL): refused or a round trip. */
-    Map<String, Object> login() throws Exception {
-        try (Connection connection = connect(null)) {
+    /** A login (the mechanism comes from the URL): refused, or a round trip on a queue. */
+    Map<String, Object> login(String user, String password, String mechanism) throws Exception {
+        String where = mechanism == null ? url : url + (url.contains("?") ? "&" : "?") + "amqp.saslMechanisms=" + mechanism;
+        try (Connection connection = factory(where, user, password).createConnection()) {
+            connection.start();
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
             Queue queue = session.createQueue(name("login"));
             MessageConsumer consumer = session.createConsumer(queue);
