@@ -145,7 +145,9 @@ def serve(
     if ephemeral:
         parent = os.getppid()  # before anything slow: the parent may be gone by the time the watch starts
         if store is not None:
-            raise click.UsageError("--ephemeral makes its own store: leave out --store (and SUBGATE_STORE)")
+            raise click.UsageError(
+                "--ephemeral makes its own store: leave out --store (and SUBGATE_STORE, a config file's store)"
+            )
         if click.get_current_context().get_parameter_source("listen") == ParameterSource.DEFAULT:
             listen = "127.0.0.1:0"
     configure_logging(log_level, log_format)
@@ -169,11 +171,11 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
     _check_tls(settings)
-    code = _serve_ephemeral(settings, parent) if ephemeral else _serve(settings, migrate)
+    code = _serve_ephemeral(settings, listen, parent) if ephemeral else _serve(settings, listen, migrate)
     sys.exit(code)
 
 
-def _serve(settings: Settings, migrate: bool, **options: Any) -> int:
+def _serve(settings: Settings, listen: str, migrate: bool, **options: Any) -> int:
     from subgate.gateway.server import serve as run_server
 
     try:
@@ -182,11 +184,10 @@ def _serve(settings: Settings, migrate: bool, **options: Any) -> int:
     except TlsConfigError as exc:
         raise ConfigError(str(exc)) from exc
     except OSError as exc:
-        where = f"{settings.listen_host}:{settings.listen_port}"
-        raise click.ClickException(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+        raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
 
 
-def _serve_ephemeral(settings: Settings, parent: int) -> int:
+def _serve_ephemeral(settings: Settings, listen: str, parent: int) -> int:
     """``serve --ephemeral``: a fresh store, the parent watch, the JSON line; the store's folder removed after."""
     from subgate.cli.ephemeral import announce, tie_to_parent
     from subgate.storage.ephemeral import EphemeralStore
@@ -195,7 +196,7 @@ def _serve_ephemeral(settings: Settings, parent: int) -> int:
     store = EphemeralStore()
     try:
         settings = dataclasses.replace(settings, store_url=store.url)
-        return _serve(settings, False, schema_checked=True, on_listening=lambda s: announce(s, store.url))
+        return _serve(settings, listen, False, schema_checked=True, on_listening=lambda s: announce(s, store.url))
     finally:
         store.remove()
 

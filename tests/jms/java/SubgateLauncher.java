@@ -1,5 +1,5 @@
 // Starts a throwaway subgate (`subgate serve --ephemeral`) for a Java test class and stops it again: the launcher
-// of the JUnit 5 recipe in docs/jms.md ("A broker for test suites"), copied there verbatim. No dependency but
+// of the JUnit 5 recipe in docs/jms.md ("A broker for test suites"): copy this file into your test sources. No dependency but
 // the JDK.
 //
 //   try (SubgateLauncher broker = SubgateLauncher.start()) { ... new JmsConnectionFactory(broker.url()) ... }
