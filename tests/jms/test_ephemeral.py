@@ -162,3 +162,19 @@ def test_server_outlives_the_parent_thread_that_started_it(tmp_path):
         if parent.poll() is None:
             parent.kill()
             parent.wait(10)
+
+
+def test_watchdog_alone_stops_an_orphan(tmp_path):
+    """The fallback without the kernel's death signal (a parent gone before the prctl, or no prctl at all): the
+    watchdog sees getppid() differ from the parent recorded at start and sends the process SIGTERM."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from subgate.cli import ephemeral\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('stopped', flush=True), os._exit(0)))\n"
+        "ephemeral._death_signal = lambda: False  # no prctl: the watchdog is all there is\n"
+        "ephemeral.tie_to_parent(os.getppid() + 1_000_000)  # a parent that is not ours: as if ours were gone\n"
+        "time.sleep(60)\n"
+        "print('still running', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "stopped", done.stdout + done.stderr

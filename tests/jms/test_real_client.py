@@ -1,12 +1,12 @@
 """JMS behaviours through the real Apache Qpid JMS 2.10 client (tests/jms/java/JmsProbe.java), against a
 ``subgate serve --ephemeral`` server from the ``subgate.testing`` plugin (``subgate_module_url``).
 
-One JVM runs every scenario of this module (about 10 s in all) and each test checks one scenario's observations:
-the five body types, ``receive(timeout)``/``receiveNoWait``/``receiveBody``, message listeners, every kind of
-subscription and its unsubscribe, a durable subscription re-created with another selector, selectors, no-local,
-temporary queues and topics, QueueBrowser, local transactions and ``Session.recover`` with JMSRedelivered and
-JMSXDeliveryCount, TTL, delivery delay, priority and JMSXGroupID. The client's own expiry check and priority
-reordering are turned off where they would hide what the broker does.
+One JVM runs every scenario of this module (about 15 s in all) and each test checks one scenario's observations:
+the five body types, ``receive(timeout)``/``receiveNoWait``/``receiveBody``, message listeners, asynchronous send
+(CompletionListener), every kind of subscription and its unsubscribe, a durable subscription re-created with another
+selector, selectors, no-local, temporary queues and topics, QueueBrowser, local transactions and
+``Session.recover`` with JMSRedelivered and JMSXDeliveryCount, TTL, delivery delay, priority and JMSXGroupID. The
+client's own expiry check and priority reordering are turned off where they would hide what the broker does.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from tests.jms.probe import ProbeRun, run_probe
 
 SCENARIOS = [
-    "bodies", "receive-variants", "receive-body", "listener", "durable", "resubscribe-selector", "shared-durable",
-    "shared-nondurable", "global-shared", "selectors", "no-local", "temporary", "browser", "transactions",
-    "client-ack-recover", "ttl", "delay", "priority", "groups",
+    "bodies", "receive-variants", "receive-body", "listener", "async-send", "durable", "resubscribe-selector",
+    "shared-durable", "shared-nondurable", "global-shared", "selectors", "no-local", "temporary", "browser",
+    "transactions", "client-ack-recover", "ttl", "delay", "priority", "groups",
 ]  # fmt: skip
 
 
@@ -60,6 +60,16 @@ def test_receive_body(probe):
 
 def test_message_listener(probe):
     assert observed(probe, "listener") == {"all_within_wait": True, "bodies": ["l0", "l1", "l2", "l3", "l4"]}
+
+
+def test_asynchronous_send(probe):
+    got = observed(probe, "async-send")
+    assert got == {
+        "all_within_wait": True,
+        "completed": ["a0", "a1", "a2"],
+        "failed": [],
+        "received": ["a0", "a1", "a2"],
+    }
 
 
 def test_durable_subscription_with_client_id(probe):

@@ -92,6 +92,7 @@ public final class JmsProbe {
             case "receive-variants": return receiveVariants();
             case "receive-body": return receiveBody();
             case "listener": return listener();
+            case "async-send": return asyncSend();
             case "durable": return durable();
             case "resubscribe-selector": return resubscribeSelector();
             case "shared-durable": return sharedDurable();
@@ -353,6 +354,42 @@ public final class JmsProbe {
             boolean all = latch.await(WAIT * 2, TimeUnit.MILLISECONDS);
             consumer.close();
             return result("all_within_wait", all, "bodies", new ArrayList<>(got));
+        }
+    }
+
+    /** JMS 2 asynchronous send: each send's CompletionListener is told once the broker has settled it. */
+    Map<String, Object> asyncSend() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue(name("async"));
+            MessageProducer producer = session.createProducer(queue);
+            List<String> completed = Collections.synchronizedList(new ArrayList<>());
+            List<String> failed = Collections.synchronizedList(new ArrayList<>());
+            CountDownLatch latch = new CountDownLatch(3);
+            for (int i = 0; i < 3; i++) {
+                producer.send(session.createTextMessage("a" + i), new CompletionListener() {
+                    @Override
+                    public void onCompletion(Message message) {
+                        try {
+                            completed.add(text(message));
+                        } catch (JMSException e) {
+                            failed.add(e.toString());
+                        }
+                        latch.countDown();
+                    }
+
+                    @Override
+                    public void onException(Message message, Exception exception) {
+                        failed.add(exception.toString());
+                        latch.countDown();
+                    }
+                });
+            }
+            boolean all = latch.await(WAIT * 2, TimeUnit.MILLISECONDS);
+            List<String> done = new ArrayList<>(completed);
+            Collections.sort(done);
+            return result("all_within_wait", all, "completed", done, "failed", new ArrayList<>(failed),
+                "received", take(session.createConsumer(queue), 3));
         }
     }
 
@@ -679,7 +716,7 @@ public final class JmsProbe {
             Queue queue = session.createQueue(name("delay"));
             MessageConsumer consumer = session.createConsumer(queue);
             MessageProducer producer = session.createProducer(queue);
-            producer.setDeliveryDelay(2000);
+            producer.setDeliveryDelay(3000); // long enough that "now" is sent well before it ends
             TextMessage late = session.createTextMessage("late");
             producer.send(late);
             producer.setDeliveryDelay(0);
