@@ -93,7 +93,7 @@ def test_store_option_is_refused():
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_server_ends_with_its_parent(tmp_path, how):
     """A parent that starts the server and then dies (SIGKILL: no chance to clean up) takes the server with it,
     and the server removes its store folder on the way out."""
