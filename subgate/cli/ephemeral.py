@@ -9,6 +9,8 @@ Owns the two things a test suite needs from a throwaway server besides its store
   from a pool thread); so the signal only wakes a check of ``getppid()``, which changes only when the whole
   parent process is gone. Either way the server sends itself SIGTERM: it stops, and the store's folder is
   removed.
+  The parent is the one the server finds at start: a server started detached (its parent already gone) was
+  adopted and is tied to nothing.
 - **One line on stdout** once the listener is open (docs/jms.md, "A broker for test suites")::
 
     {"url": "amqp://127.0.0.1:PORT", "host": "127.0.0.1", "port": PORT, "amqps": null, "http": null,
