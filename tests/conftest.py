@@ -9,7 +9,8 @@ import pytest
 
 from tests.support.server import SubgateProcess
 
-pytest_plugins = ["tests.support.pytest_postgres", "tests.support.spark"]
+# pytester: tests/jms/test_testing_plugin.py runs pytest sessions of its own against the subgate.testing plugin.
+pytest_plugins = ["tests.support.pytest_postgres", "tests.support.spark", "pytester"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

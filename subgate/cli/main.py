@@ -3,11 +3,14 @@ pipeline. Each command parses its arguments and calls one function."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from subgate.cli.backup import db_backup, db_restore
 from subgate.cli.bookmarks import bookmarks
@@ -103,6 +106,14 @@ main.add_command(pipeline)
     help="Upgrade an out-of-date store schema before serving.",
 )
 @click.option(
+    "--ephemeral",
+    is_flag=True,
+    default=False,
+    help="A throwaway server for test suites: a fresh store in a temporary folder (tmpfs) removed on exit, a free "
+    'port unless --listen is given, one JSON line on stdout once listening ({"url": "amqp://127.0.0.1:PORT", '
+    "...}), and it stops when its parent process ends. Not with --store. docs/jms.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -125,19 +136,26 @@ def serve(
     store: str | None,
     fanout: tuple[Any, ...],
     migrate: bool,
+    ephemeral: bool,
     log_level: str,
     log_format: str,
     **settings_params: Any,
 ) -> None:
     """Run the server. Every option has a SUBGATE_* variable and a key of the same name in the --config file."""
-    from subgate.gateway.server import serve as run_server
-
+    if ephemeral:
+        parent = os.getppid()  # before anything slow: the parent may be gone by the time the watch starts
+        if store is not None:
+            raise click.UsageError(
+                "--ephemeral makes its own store: leave out --store (and SUBGATE_STORE, a config file's store)"
+            )
+        if click.get_current_context().get_parameter_source("listen") == ParameterSource.DEFAULT:
+            listen = "127.0.0.1:0"
     configure_logging(log_level, log_format)
     host, port = split_address(listen)
     settings = Settings(
         listen_host=host,
         listen_port=port,
-        store_url=resolve_store(store),
+        store_url=resolve_store(store) if not ephemeral else "sqlite://",
         fanout=tuple(fanout),
         **settings_values(settings_params),
     )
@@ -153,14 +171,34 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
     _check_tls(settings)
+    code = _serve_ephemeral(settings, listen, parent) if ephemeral else _serve(settings, listen, migrate)
+    sys.exit(code)
+
+
+def _serve(settings: Settings, listen: str, migrate: bool, **options: Any) -> int:
+    from subgate.gateway.server import serve as run_server
+
     try:
         with store_cli_errors(settings.store_url):
-            code = run_server(settings, migrate=migrate, management=ManagementClient)
+            return run_server(settings, migrate=migrate, management=ManagementClient, **options)
     except TlsConfigError as exc:
         raise ConfigError(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
-    sys.exit(code)
+
+
+def _serve_ephemeral(settings: Settings, listen: str, parent: int) -> int:
+    """``serve --ephemeral``: a fresh store, the parent watch, the JSON line; the store's folder removed after."""
+    from subgate.cli.ephemeral import announce, tie_to_parent
+    from subgate.storage.ephemeral import EphemeralStore
+
+    tie_to_parent(parent)
+    store = EphemeralStore()
+    try:
+        settings = dataclasses.replace(settings, store_url=store.url)
+        return _serve(settings, listen, False, schema_checked=True, on_listening=lambda s: announce(s, store.url))
+    finally:
+        store.remove()
 
 
 def _check_tls(settings: Settings) -> None:

@@ -115,6 +115,7 @@ class Server:
 
     def __init__(self, settings: Settings, management: ManagementFactory | None = None) -> None:
         self.settings = settings
+        self.on_listening: Callable[[Server], None] | None = None  # told once the listeners are open (--ephemeral)
         self.failure: str | None = None  # why the server stopped on its own (run() then returns 1)
         self.management = management  # the console's actions go through $management with it (gateway.console_feed)
         self.engine = make_engine(settings.store_url)
@@ -324,6 +325,8 @@ class Server:
             port,
             self.engine.url.render_as_string(hide_password=True),
         )
+        if self.on_listening is not None:
+            self.on_listening(self)
         try:
             EventLoop(self.container, self.broker, self.io).run()
         finally:
@@ -420,12 +423,23 @@ def _connections_the_descriptors_allow(wanted: int) -> int:
     return fitting
 
 
-def serve(settings: Settings, *, migrate: bool = False, management: ManagementFactory | None = None) -> int:
+def serve(
+    settings: Settings,
+    *,
+    migrate: bool = False,
+    management: ManagementFactory | None = None,
+    on_listening: Callable[[Server], None] | None = None,
+    schema_checked: bool = False,
+) -> int:
+    """Run a server until stopped; ``on_listening(server)`` once its listeners are open. ``schema_checked``: the
+    caller has just created the schema itself (``storage.ephemeral``), so the Alembic check is skipped."""
     # The hot path calls proton-c directly (gateway.loop, gateway.links): should it ever crash, the log gets
     # every thread's Python stack.
     faulthandler.enable()
-    check_schema(settings.store_url, migrate=migrate)
+    if not schema_checked:
+        check_schema(settings.store_url, migrate=migrate)
     server = Server(settings, management)
+    server.on_listening = on_listening
     try:
         server.listen()
     except BaseException:
