@@ -57,6 +57,16 @@ from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 log = logging.getLogger("subgate.server")
 
 
+class ListenFailed(OSError):
+    """A listener could not be opened; ``option`` and ``address`` name the one asked for (``--http``,
+    ``127.0.0.1:8672``), so the error names that port, not another listener's."""
+
+    def __init__(self, option: str, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.option = option
+        self.address = address
+
+
 def _configure_transport(settings: Settings) -> Callable[[Any], None]:
     def configure(transport: Any) -> None:
         transport.max_frame_size = settings.max_frame_size
@@ -286,10 +296,17 @@ class Server:
 
     def listen(self) -> tuple[str, int]:
         with self.steps.step("listen"):
-            self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
-            if self.settings.tls_listen:
-                host, _, port = self.settings.tls_listen.rpartition(":")
-                self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
+            settings = self.settings
+            try:
+                self.address = self.io.listen(settings.listen_host, settings.listen_port)
+            except OSError as exc:
+                raise ListenFailed("--listen", f"{settings.listen_host}:{settings.listen_port}", exc) from exc
+            if settings.tls_listen:
+                host, _, port = settings.tls_listen.rpartition(":")
+                try:
+                    self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
+                except OSError as exc:
+                    raise ListenFailed("--tls-listen", settings.tls_listen, exc) from exc
             self.ownership.set_address(*self.address)
         return self.address
 
@@ -398,7 +415,7 @@ def _open_http(settings: Settings) -> MetricsEndpoint | None:
     try:
         endpoint = MetricsEndpoint(host, int(port), settings.metrics_top_nodes)
     except OSError as exc:
-        raise OSError(exc.errno, f"the HTTP endpoint {settings.http}: {exc.strerror or exc}") from exc
+        raise ListenFailed("--http", settings.http, exc) from exc
     endpoint.start()
     return endpoint
 

@@ -9,9 +9,11 @@ and the server's "listening on" line is preceded by
     start-up: listening <seconds> s after the process started (<step> <s> s, ...)
 
 The first step, ``python and imports``, is the time from the process's start (the kernel's record of it) to the
-first line of ``serve``; the writer process's own start-up (``journal writer process``) is the figure it reports
-in its hand-shake. A start-up that stalls therefore shows in the log as the last step that ended, and the tests'
-start-up wait (tests/support/server.py) quotes these lines when a server does not listen in time.
+first line of ``serve``, logged with the first step that succeeds; the writer process's own start-up (``journal
+writer process``) is the figure it reports in its hand-shake. A step that raises logs nothing (the error says
+what failed, and a bad setting stays one line on stderr). A start-up that stalls shows in the log as the last
+step that ended, and the tests' start-up wait (tests/support/server.py) quotes these lines when a server does
+not listen in time.
 """
 
 from __future__ import annotations
@@ -45,22 +47,22 @@ class StartupSteps:
         self._began = clock()
         self._age_at_begin = process_age()
         self.steps: list[tuple[str, float]] = []
-        if self._age_at_begin is not None:
-            self.record("python and imports", self._age_at_begin)
+        self._imports_logged = self._age_at_begin is None
 
     def record(self, name: str, seconds: float) -> None:
-        """A step measured elsewhere (the writer process's own start-up)."""
+        """A step that ended (or one measured elsewhere: the writer process's own start-up)."""
+        if not self._imports_logged:
+            self._imports_logged = True
+            self.record("python and imports", self._age_at_begin or 0.0)
         self.steps.append((name, seconds))
         self._log.info(STEP_FORMAT, name, seconds)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Time the block as step ``name`` (logged when it ends, also when it raises)."""
+        """Time the block as step ``name``, logged when it ends (not when it raises)."""
         begun = self._clock()
-        try:
-            yield
-        finally:
-            self.record(name, self._clock() - begun)
+        yield
+        self.record(name, self._clock() - begun)
 
     def total(self) -> float:
         return (self._age_at_begin or 0.0) + self._clock() - self._began

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from subgate.storage.errors import SchemaOutOfDate, StoreUnavailable
+from subgate.storage.errors import NoStore, SchemaOutOfDate, StoreUnavailable, safe_url
 
 _log = logging.getLogger("subgate.server")
 
@@ -144,14 +144,26 @@ def pending_revisions(url: str, revision: str = "head") -> int:
     return sum(1 for _ in script.iterate_revisions(revision, current))
 
 
+def no_store_message(url: str) -> str:
+    """Why an operator command finds no store at ``url``, and where to look instead (never 'db upgrade', which
+    would create a second, empty store there)."""
+    reason = "the file does not exist" if missing_sqlite_file(url) else "the database holds no subgate tables"
+    return (
+        f"no store at {safe_url(url)} ({reason}) and no server owns a store there; give the running server's "
+        "store with --store URL or SUBGATE_STORE (by default a command uses subgate.db in its working directory)"
+    )
+
+
 def check_schema(
     url: str,
     *,
     migrate: bool,
     timed: Callable[[str], AbstractContextManager[None]] | None = None,
+    operator: bool = False,
 ) -> None:
     """Raise SchemaOutOfDate unless the store is at the head revision (or migrate it when asked); ``timed(step)``
-    wraps the check and the migration (the server logs their durations: metrics.startup)."""
+    wraps the check and the migration (the server logs their durations: metrics.startup). ``operator``: a
+    command that reads an existing store; an empty one raises NoStore (``no_store_message``)."""
     timed = timed or (lambda _step: nullcontext())
     with timed("schema check"):
         engine = make_engine(url)
@@ -161,6 +173,8 @@ def check_schema(
             engine.dispose()
     if current == head:
         return
+    if current is None and operator:
+        raise NoStore(no_store_message(url))
     if migrate:
         _log.info("migrating the store from %s to %s", current or "an empty database", head)
         with timed(f"migration to {head}"):

@@ -59,9 +59,7 @@ def test_the_start_up_wait_of_a_server_that_never_listens_says_how_long_each_ste
 
     try:
         with pytest.raises(RuntimeError) as failure:
-            wait_for_log_line(
-                proc, lambda: log_path.read_text(errors="replace"), re.compile("listening on"), 3.0, kill
-            )
+            wait_for_log_line(proc, lambda: log_path.read_text(errors="replace"), re.compile("listening on"), 3.0, kill)
     finally:
         if proc.poll() is None:
             kill()
