@@ -39,7 +39,7 @@ EXIT_CODES = "Exit codes: 0 done; 1 failed (no such queue, the server refused, t
 @dataclass(frozen=True, slots=True)
 class QueueView:
     """One queue as the commands print it: ``live`` holds the running server's figures (empty offline),
-    ``oldest_ms`` the store's oldest row (None live)."""
+    ``oldest_ms`` the journal time of the oldest row of its backlog in the store (None: none, or not known)."""
 
     name: str
     durable: bool

@@ -9,12 +9,14 @@ steps and then never listens.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.polling import eventually
 from tests.support.server import wait_for_log_line
 
 STARTUP_STEP = re.compile(r"start-up: (.+?) took (\d+\.\d\d) s")  # subgate.metrics.startup.STEP_FORMAT
@@ -32,6 +34,12 @@ def test_the_server_logs_each_start_up_step_with_its_duration(make_server):
     summary = log.index("start-up: listening ")
     assert re.search(r"start-up: listening \d+\.\d\d s after the process started \(python and imports", log), log
     assert summary < log.index("listening on 127.0.0.1:"), log  # the summary, then the line that says it is up
+    # kill -USR1 writes every thread's stack to the log (what the fixtures ask a stalled server for), and the
+    # server goes on
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGUSR1)
+    eventually(lambda: "most recent call first" in server.log(), timeout=30, what="the stacks in the log")
+    assert server.alive()
 
 
 # A server that logs its first start-up steps, as subgate does, and then never listens (nor exits).
