@@ -1,23 +1,28 @@
 """``subgate publish`` and ``subgate subscribe``: the client SDK by hand (docs/client.md).
 
 Thin: each command parses its options and drives ``subgate.client``; SDK errors become ``ClickException``
-(exit code 1).
+(exit code 1). Without ``--url`` they go to the server that owns the store (its lease: ``cli.owner``; the store
+of ``SUBGATE_STORE``, ``publish --store``, else subgate.db in the working directory), else to
+``amqp://127.0.0.1:5672``. A connection that every URL refuses is an error at once, naming each HOST:PORT.
 """
 
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import click
 
 from subgate.client import Client, ClientError, LoggedBookmarkStore, PublishError
 
+DEFAULT_URL = "amqp://127.0.0.1:5672"
+
 URL_OPTION = click.option(
     "--url",
     "urls",
     multiple=True,
-    default=["amqp://127.0.0.1:5672"],
-    show_default=True,
+    default=(),
+    show_default="the server that owns the store, else amqp://127.0.0.1:5672",
     help="Server URL; repeat it for servers to fail over between.",
 )
 USER_OPTION = click.option("--user", default=None, help="SASL PLAIN user name.")
@@ -35,9 +40,17 @@ PASSWORD_OPTION = click.option("--password", default=None, help="SASL PLAIN pass
 @click.option("--publisher-id", default=None, help="Publisher id (default: a new random one).")
 @click.option("--first-seq", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--retry-duration", default=10.0, show_default=True, type=float, help="Seconds to keep retrying.")
+@click.option(
+    "--store",
+    envvar="SUBGATE_STORE",
+    default=None,
+    show_envvar=True,
+    help="Without --url: send to the server that owns this store (default: subgate.db in the working directory).",
+)
 def publish(
     address: str,
     urls: tuple[str, ...],
+    store: str | None,
     user: str | None,
     password: str | None,
     count: int,
@@ -48,8 +61,10 @@ def publish(
     retry_duration: float,
 ) -> None:
     """Publish COUNT persistent messages to the topic ADDRESS and wait until the server has confirmed them."""
+    urls = urls or (owner_url(store),)
     client = Client(list(urls), user=user, password=password)
     try:
+        first_connection(client, urls, retry_duration)
         pub = client.publisher(
             address,
             send_policy=policy,
@@ -97,9 +112,11 @@ def subscribe(
     timeout: float | None,
 ) -> None:
     """Print the messages of ADDRESS, one line each: bookmark, a tab, the body. Each is discarded once printed."""
+    urls = urls or (owner_url(None),)
     store = LoggedBookmarkStore(store_path) if store_path else None
     client = Client(list(urls), user=user, password=password, client_id=client_id)
     try:
+        first_connection(client, urls, timeout if timeout is not None else 10.0)
         sub = client.subscribe(address, bookmark=bookmark, bookmark_store=store, name=name)
         received = 0
         while count is None or received < count:
@@ -115,3 +132,43 @@ def subscribe(
         client.close()
         if store is not None:
             store.close()
+
+
+def owner_url(store: str | None) -> str:
+    """The URL of the server that owns the store (``--store``, ``SUBGATE_STORE``, else subgate.db here), else
+    ``DEFAULT_URL``; a store that cannot be read is said on stderr and the default used."""
+    from subgate.cli.options import resolve_store
+    from subgate.cli.owner import owner_endpoint, store_owner
+    from subgate.storage.errors import StoreError, safe_url, store_errors
+
+    url = resolve_store(store)
+    try:
+        with store_errors(url):
+            owner = store_owner(url)
+    except StoreError as exc:
+        click.echo(f"cannot read the store {safe_url(url)} for its server ({exc}); trying {DEFAULT_URL}", err=True)
+        return DEFAULT_URL
+    if owner is None or not owner.listen_port:
+        return DEFAULT_URL
+    host, port = owner_endpoint(owner)
+    return f"amqp://[{host}]:{port}" if ":" in host else f"amqp://{host}:{port}"
+
+
+def first_connection(client: Client, urls: tuple[str, ...], timeout: float) -> None:
+    """Wait up to ``timeout`` s for the first connection; an error at once when every URL has failed to connect
+    (``connection refused at HOST:PORT``). Past the timeout the command goes on and the SDK's own error ends it."""
+    deadline = time.monotonic() + max(timeout, 0.1)
+    while not client.wait_connected(min(0.05, max(deadline - time.monotonic(), 0.0))):
+        failures = client.connect_failures()
+        if failures and all(url in failures for url in urls):
+            raise click.ClickException("; ".join(_failure(url, failures[url]) for url in dict.fromkeys(urls)))
+        if time.monotonic() >= deadline:
+            return
+
+
+def _failure(url: str, reason: str) -> str:
+    parts = urlsplit(url if "://" in url else f"amqp://{url}")
+    where = f"{parts.hostname}:{parts.port or 5672}"
+    if "refused" in reason.lower():
+        return f"connection refused at {where} (no server listens there)"
+    return f"cannot connect to {where}: {reason}"

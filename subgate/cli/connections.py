@@ -22,6 +22,7 @@ from subgate.cli.errors import management_errors
 from subgate.cli.management import ManagementClient
 from subgate.cli.subscriptions import Target, make_target, running_server, target_options
 from subgate.cli.tables import iso_time
+from subgate.storage.errors import safe_url
 
 COLUMNS = ("ID", "CONTAINER-ID", "PRINCIPAL", "REMOTE", "LINKS", "ROLES", "OPENED", "AGE")
 EXIT_CODES = "Exit codes: 0 done; 1 failed (no server runs, no such connection, the server refused); 2 usage."
@@ -33,7 +34,10 @@ def live_client(target: Target, action: str) -> Iterator[ManagementClient]:
     one-line error when no server runs."""
     with running_server(target, store_fallback=False) as client:
         if client is None:
-            raise click.ClickException("no server runs for this store (connections exist only on a running server)")
+            raise click.ClickException(
+                f"no server owns the store {safe_url(target.store)} (connections exist only on a running server; "
+                "give the server's store with --store, or --server HOST:PORT)"
+            )
         with management_errors(target, action):
             yield client
 

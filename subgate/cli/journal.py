@@ -162,7 +162,7 @@ def compact_command(plan_path: Path, batch: int, as_json: bool, store: str | Non
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot read the plan {plan_path}: {exc}") from exc
     url = resolve_store(store)
-    check_schema(url, migrate=False)
+    check_schema(url, migrate=False, operator=True)
     engine = make_engine(url)
     try:
         deleted = compact(engine, plan, batch=batch)

@@ -184,7 +184,10 @@ def _serve(settings: Settings, listen: str, migrate: bool, **options: Any) -> in
     except TlsConfigError as exc:
         raise ConfigError(str(exc)) from exc
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
+        from subgate.gateway.server import ListenFailed
+
+        where = f"{exc.address} ({exc.option})" if isinstance(exc, ListenFailed) else listen
+        raise click.ClickException(f"cannot listen on {where}: {exc.strerror or exc}") from exc
 
 
 def _serve_ephemeral(settings: Settings, listen: str, parent: int) -> int:
@@ -366,18 +369,21 @@ def users_passwd(store: str | None, name: str, password: str | None) -> None:
 @users.command("list")
 @with_store
 def users_list(store: str | None) -> None:
-    """List users."""
+    """List users with their roles ('-': none; a user without roles has only its own grants)."""
+    from subgate.storage.permissions import load_policy
     from subgate.storage.principals import list_principals
 
     with _sessions(store)() as session:
         rows = list_principals(session)
+        roles = load_policy(session).roles_by_principal
     if not rows:
         click.echo("no users (anonymous access is allowed while there are none, unless turned off)")
         return
-    width = max(len(r.name) for r in rows)
-    click.echo(f"{'NAME':<{width}}  CREATED")
+    held = {r.name: ",".join(sorted(roles.get(r.name, ()))) or "-" for r in rows}
+    width, roles_width = max(len(r.name) for r in rows), max(len("ROLES"), *(len(h) for h in held.values()))
+    click.echo(f"{'NAME':<{width}}  {'ROLES':<{roles_width}}  CREATED")
     for row in rows:
-        click.echo(f"{row.name:<{width}}  {row.created_at:%Y-%m-%d %H:%M:%S}")
+        click.echo(f"{row.name:<{width}}  {held[row.name]:<{roles_width}}  {row.created_at:%Y-%m-%d %H:%M:%S}")
 
 
 @users.command("remove")

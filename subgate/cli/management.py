@@ -298,7 +298,11 @@ def _plain(value: Any) -> Any:
 
 
 def _describe(exc: ProtonException) -> str:
+    """The refusal, and what to do about it: a denied permission (``... denied to principal 'bob' (grant: ...)``,
+    mapping.permissions.refusal) means the login worked and a grant is missing; any other refusal is the login."""
     text = str(exc) or type(exc).__name__
+    if " denied to " in text:
+        return f"{text}; the credentials were accepted, the grant is missing (docs/permissions.md)"
     if UNAUTHORIZED in text or "SASL" in text.upper():
         return f"{text} (check --user/--password)"
     return text

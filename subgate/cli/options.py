@@ -52,6 +52,14 @@ class FanoutLink(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class OneLineBadParameter(click.BadParameter):
+    """A bad value, said in one line (``Error: Invalid value for '--listen': ...``, exit code 2) without click's
+    usage text: the README promises one line for a bad setting."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
 class ListenAddress(click.ParamType):
     """``HOST:PORT`` with a port in 0..65535 (``[::1]:5672`` for IPv6); the value stays a string."""
 
@@ -62,7 +70,7 @@ class ListenAddress(click.ParamType):
         try:
             split_address(text)
         except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            raise OneLineBadParameter(str(exc), ctx=ctx, param=param) from None
         return text
 
 
@@ -195,12 +203,14 @@ def store_cli_errors(store: str | None) -> Iterator[None]:
 
 
 @contextmanager
-def store_sessions(store: str | None) -> Iterator[sessionmaker[Session]]:
-    """Sessions on the store at ``--store``, once its schema is at the head revision (else a click error)."""
+def store_sessions(store: str | None, *, operator: bool = True) -> Iterator[sessionmaker[Session]]:
+    """Sessions on the store at ``--store``, once its schema is at the head revision (else a click error). An
+    operator command (``operator``) on an empty store is told no store is there, not to upgrade it (which would
+    create a second store beside the server's); a set-up command (grants, roles) is told how to create it."""
     from subgate.storage.db import check_schema, make_engine, session_factory
 
     url = resolve_store(store)
-    check_schema(url, migrate=False)  # SchemaOutOfDate: a click error through store_cli_errors
+    check_schema(url, migrate=False, operator=operator)  # SchemaOutOfDate: a click error (store_cli_errors)
     engine = make_engine(url)
     try:
         yield session_factory(engine)

@@ -93,7 +93,7 @@ def roles_add(store: str | None, name: str) -> None:
     """Add a role NAME (then give it grants with 'subgate grants add --role NAME')."""
     from subgate.storage.permissions import add_role
 
-    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, _store_errors(), sessions.begin() as session:
         try:
             add_role(session, name)
         except ValueError as exc:
@@ -108,7 +108,7 @@ def roles_remove(store: str | None, name: str) -> None:
     """Remove role NAME, its grants, and every user's assignment to it."""
     from subgate.storage.permissions import remove_role
 
-    with store_sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, sessions.begin() as session:
         removed = remove_role(session, name)
     if not removed:
         raise click.ClickException(f"no role named {name!r}")
@@ -122,7 +122,7 @@ def roles_list(store: str | None, as_json: bool) -> None:
     """List roles and the users holding them."""
     from subgate.storage.permissions import list_roles
 
-    with store_sessions(store) as sessions, sessions() as session:
+    with store_sessions(store, operator=False) as sessions, sessions() as session:
         records = list_roles(session)
     if as_json:
         items = [{"name": r.name, "users": list(r.principals), "created": _iso(r.created_at)} for r in records]
@@ -150,7 +150,7 @@ def roles_assign(store: str | None, role: str, user: str) -> None:
     """Give ROLE to USER."""
     from subgate.storage.permissions import assign_role
 
-    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, _store_errors(), sessions.begin() as session:
         added = assign_role(session, role, user)
     click.echo(f"user {user!r} {'now holds' if added else 'already holds'} role {role!r}")
 
@@ -163,7 +163,7 @@ def roles_unassign(store: str | None, role: str, user: str) -> None:
     """Take ROLE away from USER."""
     from subgate.storage.permissions import unassign_role
 
-    with store_sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, sessions.begin() as session:
         removed = unassign_role(session, role, user)
     if not removed:
         raise click.ClickException(f"user {user!r} does not hold role {role!r}")
@@ -244,7 +244,7 @@ def grants_add(
 
     kind, subject = _required_subject(role, user)
     where = _path(permission, path)
-    with store_sessions(store) as sessions, _store_errors(), sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, _store_errors(), sessions.begin() as session:
         before = find_grant(session, kind, subject, permission, where)
         grant(session, kind, subject, permission, where, allow=not deny)
     verb = "denied" if deny else "allowed"
@@ -264,7 +264,7 @@ def grants_remove(
 
     kind, subject = _required_subject(role, user)
     where = _path(permission, path)
-    with store_sessions(store) as sessions, sessions.begin() as session:
+    with store_sessions(store, operator=False) as sessions, sessions.begin() as session:
         removed = revoke(session, kind, subject, permission, where)
     if not removed:
         raise click.ClickException(f"no grant of {_describe(permission, where, kind, subject)}")
@@ -282,7 +282,7 @@ def grants_list(store: str | None, role: str | None, user: str | None, as_json: 
 
     subject = _subject(role, user)
     kind, name = subject if subject is not None else (None, None)
-    with store_sessions(store) as sessions, sessions() as session:
+    with store_sessions(store, operator=False) as sessions, sessions() as session:
         records = list_grants(session, kind, name)
     if as_json:
         click.echo(json.dumps([_grant_json(r) for r in records], indent=2))

@@ -4,7 +4,10 @@ Like ``subgate subscriptions``, each command asks the server that owns the store
 when one is given, through ``$management`` type ``queue`` (``gateway.server_admin``), and works on the store
 when no server runs (``storage.queue_admin``: durable queues only, their journal backlog). Live, a queue shows
 what the server holds (available in memory, paged out to the journal, consumers, traffic); offline only its
-backlog in the journal and the time of its oldest row. A purge goes in steps of ``--step`` messages (each one
+backlog in the journal and the time of its oldest row. ``oldest`` (and its age) is the journal time of the
+oldest row of a durable queue's backlog, read from the store live too (in memory or paged out alike), when the
+server reports the same store as ``--store``: the server's queues keep no arrival time, and the reactor never
+waits on the store. A purge goes in steps of ``--step`` messages (each one
 request, or one transaction on the store) under a progress bar on stderr, and stops when a step comes back
 short or the queue's depth at the start has gone (a producer still sending does not keep it going).
 """
@@ -12,13 +15,15 @@ short or the queue's depth at the start has gone (a producer still sending does 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
 
 from subgate.cli import tables
+from subgate.cli.connections import duration
 from subgate.cli.errors import management_errors
 from subgate.cli.options import store_sessions
 from subgate.cli.progress import stepped
@@ -34,7 +39,7 @@ EXIT_CODES = "Exit codes: 0 done; 1 failed (no such queue, the server refused, t
 @dataclass(frozen=True, slots=True)
 class QueueView:
     """One queue as the commands print it: ``live`` holds the running server's figures (empty offline),
-    ``oldest_ms`` the store's oldest row (None live)."""
+    ``oldest_ms`` the journal time of the oldest row of its backlog in the store (None: none, or not known)."""
 
     name: str
     durable: bool
@@ -63,11 +68,29 @@ def _stored(queue: Any) -> QueueView:
 
 
 # -- the two paths ----------------------------------------------------------------------------------------------
+def with_journal_times(target: Target, server_store: object, views: Iterable[QueueView]) -> list[QueueView]:
+    """Live views with ``oldest_ms`` from the store's backlog of each durable queue, when the server serves the
+    store of ``--store`` (else as they are)."""
+    from subgate.storage.errors import StoreError, safe_url, store_errors
+    from subgate.storage.queue_admin import list_queues as stored_queues
+
+    views = list(views)
+    if server_store != safe_url(target.store) or not any(view.durable for view in views):
+        return views
+    try:
+        with store_errors(target.store), store_sessions(target.store) as sessions, sessions() as session:
+            oldest = {queue.name: queue.oldest_ms for queue in stored_queues(session)}
+    except StoreError:  # the figure is a courtesy: the server's own figures still stand
+        return views
+    return [replace(view, oldest_ms=oldest.get(view.name)) if view.durable else view for view in views]
+
+
 def list_queues(target: Target) -> list[QueueView]:
     with running_server(target) as client:
         if client is not None:
             with management_errors(target, "list the queues"):
-                return [QueueView.from_map(item) for item in client.query_queues()]
+                views = [QueueView.from_map(item) for item in client.query_queues()]
+                return with_journal_times(target, client.read_server().get("store"), views)
     from subgate.storage.queue_admin import list_queues as stored_queues
 
     with store_sessions(target.store) as sessions, sessions() as session:
@@ -78,7 +101,8 @@ def show_queue(target: Target, name: str) -> QueueView:
     with running_server(target) as client:
         if client is not None:
             with management_errors(target, f"show queue {name!r}"):
-                return QueueView.from_map(client.read_queue(name))
+                view = QueueView.from_map(client.read_queue(name))
+                return with_journal_times(target, client.read_server().get("store"), [view])[0]
     from subgate.storage.queue_admin import find_queue
 
     with store_sessions(target.store) as sessions, sessions() as session:
@@ -157,6 +181,8 @@ def print_queues(views: list[QueueView]) -> None:
 
 def print_queue(view: QueueView) -> None:
     fields = view.as_json()
+    if view.oldest_ms is not None:  # and how long it has waited
+        fields["oldest"] = f"{fields['oldest']} ({duration(max(0.0, time.time() - view.oldest_ms / 1000))} ago)"
     width = max(len(key) for key in fields) + 2
     for key, value in fields.items():
         shown = "-" if value is None else ("yes" if value is True else "no" if value is False else str(value))

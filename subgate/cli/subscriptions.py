@@ -22,7 +22,7 @@ import click
 
 from subgate.cli import tables
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
-from subgate.cli.options import resolve_store, split_address, with_store
+from subgate.cli.options import OneLineBadParameter, resolve_store, split_address, with_store
 from subgate.cli.owner import decide, store_owner
 from subgate.cli.tables import iso_time, table_time
 from subgate.engine.records import SubscriptionRecord
@@ -309,9 +309,9 @@ def make_target(listen: str, user: str | None, password: str | None, store: str 
     try:
         host, port = split_address(listen)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--server") from exc
+        raise OneLineBadParameter(str(exc), param_hint="--server") from exc
     if port == 0:
-        raise click.BadParameter("port 0 names no server; give the port it listens on", param_hint="--server")
+        raise OneLineBadParameter("port 0 names no server; give the port it listens on", param_hint="--server")
     if host in ("", "0.0.0.0", "::"):  # a wildcard listen address: the server is reachable on loopback
         host = "127.0.0.1"
     ctx = click.get_current_context(silent=True)

@@ -58,6 +58,13 @@ class Client:
         """How many connections have opened so far (1 + the reconnects)."""
         return self._reactor.connections
 
+    def connect_failures(self) -> dict[str, str]:
+        """Why the last attempt on each URL failed (``Connection refused ...``), since the connection last opened:
+        the SDK keeps retrying; a caller that must not wait (``subgate publish``) can give up once every URL has
+        failed."""
+        with self._reactor.cond:
+            return dict(self._reactor.connect_failures)
+
     def wait_connected(self, timeout: float = 10.0) -> bool:
         """Wait up to ``timeout`` seconds for the connection to be open; True if it is."""
         with self._reactor.cond:

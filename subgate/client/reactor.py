@@ -90,6 +90,8 @@ class Reactor(Handler):
         self.connected = False
         self.connections = 0  # connections opened so far
         self.last_error: str | None = None
+        self.connect_failures: dict[str, str] = {}  # URL -> why its last attempt failed, since the last open
+        self._url: str | None = None  # the URL of the connection being made or in use
         self._reconnect_delay = reconnect_delay
         self._delay = reconnect_delay[0]
         self._next_url = 0
@@ -163,6 +165,7 @@ class Reactor(Handler):
                 return
             url = self.urls[self._next_url % len(self.urls)]
             self._next_url += 1
+            self._url = url
             options: dict[str, Any] = {"reconnect": False}
             if self.heartbeat:
                 options["heartbeat"] = self.heartbeat  # our idle timeout: a silent peer is a lost connection
@@ -185,6 +188,7 @@ class Reactor(Handler):
                 return
             self.connected = True
             self.connections += 1
+            self.connect_failures.clear()
             self._delay = self._reconnect_delay[0]
             session = event.connection.session()
             session.open()
@@ -206,6 +210,10 @@ class Reactor(Handler):
         condition = event.transport.condition if event.transport is not None else None
         if condition is not None:
             self.last_error = f"{condition.name}: {condition.description}"
+            with self.lock:
+                if not self.connected and self._url is not None:  # an attempt to connect failed
+                    self.connect_failures[self._url] = str(condition.description or condition.name)
+                    self.cond.notify_all()
 
     def on_transport_closed(self, event: Event) -> None:
         with self.lock:

@@ -47,6 +47,7 @@ from subgate.gateway.tls import server_context
 from subgate.metrics.collector import WriterFigures
 from subgate.metrics.http import MetricsEndpoint
 from subgate.metrics.http_server import HttpLimits
+from subgate.metrics.startup import StartupSteps
 from subgate.storage.catalog import load_catalog
 from subgate.storage.db import check_schema, make_engine, session_factory
 from subgate.storage.journal import BatchResult, JournalWriter
@@ -56,6 +57,16 @@ from subgate.storage.store_metrics import FigureReader
 from subgate.storage.subscriptions import list_subscriptions, reset_runtime
 
 log = logging.getLogger("subgate.server")
+
+
+class ListenFailed(OSError):
+    """A listener could not be opened; ``option`` and ``address`` name the one asked for (``--http``,
+    ``127.0.0.1:8672``), so the error names that port, not another listener's."""
+
+    def __init__(self, option: str, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.option = option
+        self.address = address
 
 
 def _configure_transport(settings: Settings) -> Callable[[Any], None]:
@@ -113,9 +124,12 @@ def recover(router: Router, subscriptions: Subscriptions, sessions: Any) -> int:
 class Server:
     """One running subgate (see the module docstring). ``run()`` blocks until stopped."""
 
-    def __init__(self, settings: Settings, management: ManagementFactory | None = None) -> None:
+    def __init__(
+        self, settings: Settings, management: ManagementFactory | None = None, steps: StartupSteps | None = None
+    ) -> None:
         self.settings = settings
         self.on_listening: Callable[[Server], None] | None = None  # told once the listeners are open (--ephemeral)
+        self.steps = steps or StartupSteps(log)
         self.failure: str | None = None  # why the server stopped on its own (run() then returns 1)
         self.management = management  # the console's actions go through $management with it (gateway.console_feed)
         self.engine = make_engine(settings.store_url)
@@ -123,30 +137,40 @@ class Server:
         # First of all: refuse a store another live server owns, before recovery rewrites its rows.
         self.ownership = StoreOwnership(self.sessions, settings.name, settings.listen_host, settings.listen_port)
         try:
-            self.ownership.claim()
+            with self.steps.step("store lease"):
+                self.ownership.claim()
         except BaseException:
             self.engine.dispose()
             raise
         self.http: MetricsEndpoint | None = None
         try:
-            self.http = _open_http(settings)
+            if settings.http:
+                with self.steps.step("HTTP endpoint"):
+                    self.http = _open_http(settings)
             self._assemble(settings)
         except BaseException:
             self.discard()
             raise
 
     def _assemble(self, settings: Settings) -> None:
-        with self.sessions() as session:
+        step = self.steps.step
+        with step("catalog"), self.sessions() as session:
             catalog = load_catalog(session)
         self.container = Container()
         self.container.container_id = settings.name
         self.injector = EventInjector()
-        self.writer = self._journal_writer(settings)
+        with step("journal writer launch"):
+            self.writer = self._journal_writer(settings)
         self.router = Router(settings, self.writer, catalog)
         self.subscriptions = Subscriptions(self.router, self.writer, self.router.pager, catalog.max_subscription_id)
-        recovered = recover(self.router, self.subscriptions, self.sessions)
+        with step("recovery"):
+            recovered = recover(self.router, self.subscriptions, self.sessions)
         if recovered:
             log.info("recovered %d unacknowledged messages from the journal", recovered)
+        with step("broker set-up"):
+            self._assemble_broker(settings)
+
+    def _assemble_broker(self, settings: Settings) -> None:
         self.broker = Broker(settings, self.router, self.container, self.subscriptions, journal=self.writer)
         with self.sessions() as session:
             self.broker.restore_removals(list_removal_registrations(session), max_removal_registration_id(session))
@@ -278,11 +302,19 @@ class Server:
             pass
 
     def listen(self) -> tuple[str, int]:
-        self.address = self.io.listen(self.settings.listen_host, self.settings.listen_port)
-        if self.settings.tls_listen:
-            host, _, port = self.settings.tls_listen.rpartition(":")
-            self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
-        self.ownership.set_address(*self.address)
+        with self.steps.step("listen"):
+            settings = self.settings
+            try:
+                self.address = self.io.listen(settings.listen_host, settings.listen_port)
+            except OSError as exc:
+                raise ListenFailed("--listen", f"{settings.listen_host}:{settings.listen_port}", exc) from exc
+            if settings.tls_listen:
+                host, _, port = settings.tls_listen.rpartition(":")
+                try:
+                    self.tls_address = self.io.listen(host.strip("[]") or "127.0.0.1", int(port), self._tls_context)
+                except OSError as exc:
+                    raise ListenFailed("--tls-listen", settings.tls_listen, exc) from exc
+            self.ownership.set_address(*self.address)
         return self.address
 
     def discard(self) -> None:
@@ -302,7 +334,10 @@ class Server:
         if self.address is None:
             self.listen()
         self.io.watch_wakeup(self._wake_r, lambda: self.broker.begin_shutdown(self.io, flush=self.failure is None))
-        self.writer.start()
+        with self.steps.step("journal writer ready (waited)"):
+            self.writer.start()
+        if isinstance(self.writer, JournalProcess) and self.writer.child_seconds is not None:
+            self.steps.record("journal writer process (its own start, overlapped)", self.writer.child_seconds)
         self.ownership.start()
         self.broker.start_housekeeping()
         if self.fanout is not None:
@@ -316,6 +351,7 @@ class Server:
         if self.http is not None:
             self.http.ready = True  # recovery is over and the listener is open
         _explain_plain_text(self.settings)
+        log.info("%s", self.steps.summary())
         if self.tls_address is not None:  # logged first: "listening on" is the line that says the server is up
             log.info("subgate %r accepting TLS on %s:%d", self.settings.name, *self.tls_address)
         log.info(
@@ -394,7 +430,7 @@ def _open_http(settings: Settings) -> MetricsEndpoint | None:
         )
         endpoint = MetricsEndpoint(host, int(port), settings.metrics_top_nodes, limits)
     except OSError as exc:
-        raise OSError(exc.errno, f"the HTTP endpoint {settings.http}: {exc.strerror or exc}") from exc
+        raise ListenFailed("--http", settings.http, exc) from exc
     endpoint.start()
     return endpoint
 
@@ -436,9 +472,12 @@ def serve(
     # The hot path calls proton-c directly (gateway.loop, gateway.links): should it ever crash, the log gets
     # every thread's Python stack.
     faulthandler.enable()
+    # ``kill -USR1 PID`` writes every thread's stack to the log (a start-up that stalls: docs/operations.md).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    steps = StartupSteps(log)
     if not schema_checked:
-        check_schema(settings.store_url, migrate=migrate)
-    server = Server(settings, management)
+        check_schema(settings.store_url, migrate=migrate, timed=steps.step)
+    server = Server(settings, management, steps)
     server.on_listening = on_listening
     try:
         server.listen()

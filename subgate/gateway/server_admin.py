@@ -27,7 +27,8 @@ Type ``server``
     and ``http`` (``host:port`` or null), ``store`` (the URL without its password), ``connections``, ``links``,
     ``queues``, ``topics``, ``subscriptions`` (named ones), ``messages_in`` and ``messages_out`` (totals since
     the start, over every node: a client samples twice for rates), ``store_health`` (``{ok, error,
-    last_ok_age}``: the journal writer's last commit, null before the first). 200.
+    last_ok_age}``: the journal writer's last commit, null before the first). 200. The asking connection, its
+    links and its own temporary queues (its reply queue) are not counted.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class ServerAdmin:
             if operation == "DELETE":
                 return self._close(props.get("id"), asking)
         elif operation == "READ":
-            return Response(200, "OK", self.server_view())
+            return Response(200, "OK", self.server_view(asking, owns))
         return Response(501, f"unknown operation {operation!r} for type {request.type!r}")
 
     def queues(self) -> list[Queue]:
@@ -135,10 +136,14 @@ class ServerAdmin:
         self.sources.close_connection(state, "closed by an operator")
         return Response(204, f"connection #{number} ({state.container_id!r}) closed")
 
-    def server_view(self) -> dict[str, Any]:
+    def server_view(
+        self, asking: ConnectionState | None = None, owns: Callable[[str], bool] | None = None
+    ) -> dict[str, Any]:
+        """The server's figures; the asking connection (``subgate status``'s own), its links and its temporary
+        queues (its reply queue) are left out: they exist only because of the question."""
         facts, sources = self.facts, self.sources
-        nodes = sources.router.all_nodes()
-        states = list(sources.connections())
+        nodes = [n for n in sources.router.all_nodes() if owns is None or not (is_temporary(n.name) and owns(n.name))]
+        states = [state for state in sources.connections() if state is not asking]
         return {
             "name": facts.name,
             "version": VERSION,

@@ -176,10 +176,17 @@ def refusal(
     it. ``node_kind`` (``queue`` or ``topic``) names the node by what it is: permissions are path-scoped for
     queues and topics alike, but "topic path 'q1'" for a queue would mislead."""
     who = "anonymous" if principal is None else f"principal {principal!r}"
-    if not permission.scoped:
-        return Refused(UNAUTHORIZED, f"{permission} denied to {who}")
-    where = (f"{node_kind} {path!r}" if node_kind else f"topic path {path!r}") if path else "the root"
     subject = "--user anonymous" if principal is None else f"--user {principal}"
+    if not permission.scoped:  # anonymous holds no roles; a user may get the permission through the admin role
+        role = (
+            ""
+            if principal is None
+            else f", or the role that holds every permission: subgate roles assign admin {principal}"
+        )
+        return Refused(
+            UNAUTHORIZED, f"{permission} denied to {who} (grant: subgate grants add {permission} {subject}{role})"
+        )
+    where = (f"{node_kind} {path!r}" if node_kind else f"topic path {path!r}") if path else "the root"
     hint = f"subgate grants add {permission} {subject}" + (f" --path {path}" if path else "")
     if permission is Permission.MODIFY_TOPIC and node_kind:
         return Refused(UNAUTHORIZED, f"may not create {where}: {permission} denied to {who} (grant: {hint})")

@@ -39,6 +39,11 @@ class SchemaOutOfDate(StoreError):
     pass
 
 
+class NoStore(SchemaOutOfDate):
+    """Nothing at the store URL holds a subgate store (a missing SQLite file, a database without subgate's
+    tables): an operator command that looked in the wrong place, not a store to upgrade."""
+
+
 class StoreInUse(StoreError):
     """A live server holds the store's lease (storage.lease)."""
 
@@ -75,11 +80,18 @@ def store_errors(url: str, action: str = "open the store") -> Iterator[None]:
     try:
         yield
     except (ArgumentError, NoSuchModuleError) as exc:
-        raise BadStoreUrl(f"bad store URL {safe_url(url)!r}: {_first_line(exc)}") from exc
+        raise BadStoreUrl(f"bad store URL {safe_url(url)!r}: {_first_line(exc)}{_url_hint(url)}") from exc
     except DBAPIError as exc:
         raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc.orig)}") from exc
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"cannot {action} {safe_url(url)}: {_first_line(exc)}") from exc
+
+
+def _url_hint(url: str) -> str:
+    """For a bare file path given as the store: the SQLite URL of that file."""
+    if "://" in url or not url.strip():
+        return ""
+    return f"; for a SQLite file there, give sqlite:///{url} (sqlite:////absolute/path for an absolute path)"
 
 
 def log_store_failure(log: logging.Logger, what: str, exc: BaseException) -> None:

@@ -21,6 +21,7 @@ import sys
 import threading
 from typing import IO, NoReturn
 
+from subgate.metrics.startup import process_age
 from subgate.storage.applying import ReadAnswer
 from subgate.storage.db import make_engine
 from subgate.storage.journal import BatchResult, JournalWriter
@@ -86,7 +87,7 @@ def serve(ops: IO[bytes], results: IO[bytes]) -> int:
     except Exception as exc:
         log.critical("the journal writer cannot open the store: %s", str(exc).strip().splitlines()[0])
         return 1
-    write_frame(results, READY)
+    write_frame(results, (READY, process_age()))
     sending = threading.Lock()  # the writer thread sends results; the main thread the last figures
     writer: JournalWriter
 

@@ -43,8 +43,8 @@ from subgate.storage.submissions import Submissions
 
 log = logging.getLogger("subgate.journal")
 
-READY = "ready"  # the child's first frame: it has its engine on the store
-READY_SECONDS = 60.0  # the longest the server waits for it
+READY = "ready"  # the child's first frame, ("ready", seconds since it started): it has its engine on the store
+READY_SECONDS = 60.0  # the longest the server waits for it (its start-up is logged: metrics.startup)
 FLUSH_AT = 256  # operations buffered before a flush that does not wait for the reactor to run out of work
 FRAME = struct.Struct("!I")  # each frame: its length, then a pickle
 _PIPE_BYTES = 1 << 20  # pipe capacity asked for (F_SETPIPE_SZ): a burst fits without the reactor waiting
@@ -135,6 +135,7 @@ class JournalProcess(Submissions):
         self._results: IO[bytes] | None = None
         self._receiver = threading.Thread(target=self._receive, name="subgate-journal-results", daemon=True)
         self._started = False
+        self.child_seconds: float | None = None  # the child's start to its hand-shake, as it reported it
         self._closing = False
         self._broken = False
         self.batches = 0
@@ -186,7 +187,9 @@ class JournalProcess(Submissions):
             answer = read_frame(self._results) if ready else None
         except EOFError:  # it ended (it logged why)
             answer = None
-        if answer != READY:
+        if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == READY:
+            self.child_seconds = answer[1]
+        else:
             try:
                 self._child.wait(1.0 if answer is None and ready else 0.0)  # ending on its own: its exit code
             except subprocess.TimeoutExpired:

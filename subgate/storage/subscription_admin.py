@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from subgate.engine.records import SubscriptionRecord
-from subgate.storage.db import make_engine, schema_status, session_factory
+from subgate.storage.db import make_engine, no_store_message, schema_status, session_factory
 from subgate.storage.subscriptions import backlog_count, delete_subscription, find_subscription, list_subscriptions
 
 Matcher = Callable[[bytes], bool]
@@ -49,6 +49,9 @@ class OfflineSubscriptions:
     ) -> None:
         self._engine = make_engine(url)
         current, head = schema_status(self._engine)
+        if current is None:
+            self._engine.dispose()
+            raise OfflineRefusal(no_store_message(url))
         if current != head:
             self._engine.dispose()
             raise OfflineRefusal(

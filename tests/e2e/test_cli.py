@@ -217,7 +217,7 @@ def test_users_add_list_remove(sqlite_url, tmp_path):
     listed = runner.invoke(main, ["users", "list", *store])
     assert listed.exit_code == 0
     lines = listed.output.splitlines()
-    assert lines[0].split() == ["NAME", "CREATED"]
+    assert lines[0].split() == ["NAME", "ROLES", "CREATED"]
     assert [line.split()[0] for line in lines[1:]] == ["alice", "bob", "carol"]
 
     engine = make_engine(sqlite_url)

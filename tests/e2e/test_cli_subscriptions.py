@@ -393,8 +393,13 @@ def test_offline_refuses_an_out_of_date_store(store_url):
     ):
         result = invoke(*args, *flags)
         assert result.exit_code == 1
-        assert "the store is at schema revision none (empty database)" in result.stderr
-        assert "run 'subgate db upgrade'" in result.stderr
+        # an empty store is the wrong place, not a store to upgrade (issue 33): a second store would be made
+        assert "(the database holds no subgate tables)" in result.stderr or "(the file does not exist)" in result.stderr
+        assert "no server owns a store there" in result.stderr and "db upgrade" not in result.stderr
+    upgrade(store_url, "0004")  # a store that exists but is behind the code: that one is to upgrade
+    behind = invoke("subscriptions", "list", *flags)
+    assert behind.exit_code == 1
+    assert "the store is at schema revision 0004" in behind.stderr and "run 'subgate db upgrade'" in behind.stderr
 
 
 def test_offline_console_script_takes_server_and_store_from_the_environment(store_url, tmp_path):

@@ -25,7 +25,7 @@ from tests.e2e.test_cli_subscriptions import durable_subscriber, publish
 from tests.support.amqp import connect, receiver, sender
 from tests.support.cli import ServeProcess, run_subgate, subgate_env
 from tests.support.polling import eventually
-from tests.support.server import subgate_command, wait_for_log_line
+from tests.support.server import START_SECONDS, subgate_command, wait_for_log_line
 
 HTTP = re.compile(r"HTTP endpoint on http://(\S+):(\d+)")
 N = 300
@@ -247,7 +247,7 @@ def test_readyz_is_503_while_recovery_waits_and_200_once_it_listens(tmp_path, po
                     [*subgate_command(), *command], stdout=log, stderr=subprocess.STDOUT, env=subgate_env()
                 )
             read_log = lambda: log_path.read_text(errors="replace")  # noqa: E731
-            match = wait_for_log_line(proc, read_log, HTTP, 30, proc.kill)
+            match = wait_for_log_line(proc, read_log, HTTP, START_SECONDS, proc.kill)
             base = f"http://{match.group(1)}:{match.group(2)}"
             assert get(base + "/readyz") == (503, "recovering: not listening yet\n")
             assert get(base + "/healthz")[0] == 503  # no snapshot yet: the reactor is not running

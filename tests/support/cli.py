@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.server import subgate_command, wait_for_log_line
+from tests.support.server import START_SECONDS, subgate_command, wait_for_log_line
 
 LISTENING = re.compile(r"subgate '([^']*)' listening on (\S+):(\d+)")
 
@@ -57,7 +57,7 @@ class ServeProcess:
     def url(self) -> str:
         return f"amqp://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServeProcess:
+    def start(self, timeout: float = START_SECONDS) -> ServeProcess:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [*subgate_command(), "serve", *self.args],

@@ -21,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
+# The server's start-up steps (subgate.metrics.startup): "start-up: <step> took <seconds> s".
+STARTUP_STEP = re.compile(r"start-up: (.+?) took (\d+(?:\.\d+)?) s")
+# How long a fixture waits for a server to listen: a loaded CI machine (load average 10 on 2 cores) stretched a
+# 1 s start-up past 30 s; a real hang still ends here, and the error then says how far the start-up got.
+START_SECONDS = 120.0
+STACKS_SECONDS = 3.0  # how long to wait for the thread stacks that SIGUSR1 makes a stalled server write
 
 # Every SubgateProcess started in this test process, for ``stop_servers_using``.
 _STARTED: weakref.WeakSet[SubgateProcess] = weakref.WeakSet()
@@ -34,18 +40,40 @@ def wait_for_log_line(
     kill: Callable[[], None],
 ) -> re.Match[str]:
     """Poll a child's log until ``pattern`` appears; raise if the child exits first or the time runs out (then
-    ``kill`` it)."""
-    deadline = time.monotonic() + timeout
+    ``kill`` it). The error says how long each start-up step took (``startup_report``); a server that timed out
+    is first asked for its threads' stacks (SIGUSR1), which the report includes."""
+    began = time.monotonic()
+    deadline = began + timeout
     while time.monotonic() < deadline:
         text = read_log()
         match = pattern.search(text)
         if match:
             return match
         if proc.poll() is not None:
-            raise RuntimeError(f"subgate exited with {proc.returncode}:\n{text}")
+            raise RuntimeError(
+                f"subgate exited with {proc.returncode} after {time.monotonic() - began:.1f} s; "
+                f"{startup_report(text)}\n{text}"
+            )
         time.sleep(0.05)
+    if proc.poll() is None:  # subgate dumps its stacks (faulthandler); before its handler is in, it just ends
+        proc.send_signal(signal.SIGUSR1)
+        stacks_by = time.monotonic() + STACKS_SECONDS
+        while time.monotonic() < stacks_by and "most recent call first" not in read_log():
+            time.sleep(0.05)
     kill()
-    raise RuntimeError(f"subgate did not log {pattern.pattern!r} within {timeout}s:\n{read_log()}")
+    text = read_log()
+    raise RuntimeError(
+        f"subgate did not log {pattern.pattern!r} within {timeout:.0f} s; {startup_report(text)}\n{text[-20000:]}"
+    )
+
+
+def startup_report(log_text: str) -> str:
+    """The start-up steps the server logged, with their durations, for a fixture's error message."""
+    steps = STARTUP_STEP.findall(log_text)
+    if not steps:
+        return "it logged no start-up step (it stalled in the interpreter's start, the imports or the schema check)"
+    done = ", ".join(f"{name} {float(seconds):.2f} s" for name, seconds in steps)
+    return f"start-up steps that ended: {done}; it stalled in the step after {steps[-1][0]!r}"
 
 
 def rss_kib(pid: int) -> int:
@@ -90,7 +118,7 @@ class SubgateProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, *extra: str, timeout: float = 30.0) -> SubgateProcess:
+    def start(self, *extra: str, timeout: float = START_SECONDS) -> SubgateProcess:
         """Start (or restart) the server; a restart reuses the previous port when it was known."""
         listen = f"127.0.0.1:{self.port}" if self.port else "127.0.0.1:0"
         self.log_path = self.workdir / f"server-{self.starts}.log"

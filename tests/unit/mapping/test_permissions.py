@@ -297,8 +297,21 @@ def test_roles_of():
             None,
             "SELECT_TOPIC on the root denied to principal 'bob' (grant: subgate grants add SELECT_TOPIC --user bob)",
         ),
-        ("bob", CONTROL, None, None, "CONTROL_SERVER denied to principal 'bob'"),
-        (None, HANDLER, None, None, "REGISTER_HANDLER denied to anonymous"),
+        (
+            "bob",
+            CONTROL,
+            None,
+            None,
+            "CONTROL_SERVER denied to principal 'bob' (grant: subgate grants add CONTROL_SERVER --user bob, or the "
+            "role that holds every permission: subgate roles assign admin bob)",
+        ),
+        (
+            None,
+            HANDLER,
+            None,
+            None,
+            "REGISTER_HANDLER denied to anonymous (grant: subgate grants add REGISTER_HANDLER --user anonymous)",
+        ),
         # Issue 11, defect 12: a queue is named as a queue, and creating one says so.
         (
             "bob",
