@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from subgate.cli.management import ManagementError, ManagementUnavailable
-from subgate.cli.options import store_sessions
+from subgate.cli.options import NAME_512, store_sessions
 from subgate.cli.subscriptions import Target, describe, make_target, running_server, scope, target_options
 from subgate.engine.records import Bookmark
 
@@ -145,8 +145,8 @@ def bookmarks() -> None:
 
 @bookmarks.command("show")
 @target_options
-@click.argument("subscription")
-@click.option("--client-id", default=None, help="The subscription's client-id.")
+@click.argument("subscription", type=NAME_512)
+@click.option("--client-id", default=None, type=NAME_512, help="The subscription's client-id.")
 @click.option("--global", "global_", is_flag=True, help="A global subscription (no client-id).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def show_command(

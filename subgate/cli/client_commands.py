@@ -13,7 +13,9 @@ from urllib.parse import urlsplit
 
 import click
 
+from subgate.cli.options import NAME_512
 from subgate.client import Client, ClientError, LoggedBookmarkStore, PublishError
+from subgate.mapping.store_values import MAX_SEQ
 
 DEFAULT_URL = "amqp://127.0.0.1:5672"
 
@@ -37,8 +39,8 @@ PASSWORD_OPTION = click.option("--password", default=None, help="SASL PLAIN pass
 @click.option("--count", default=1, show_default=True, type=click.IntRange(min=0), help="Messages to send.")
 @click.option("--policy", type=click.Choice(["inline", "non_inline"]), default="non_inline", show_default=True)
 @click.option("--body", default="message {n}", show_default=True, help="Body text; {n} is the message's number.")
-@click.option("--publisher-id", default=None, help="Publisher id (default: a new random one).")
-@click.option("--first-seq", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--publisher-id", default=None, type=NAME_512, help="Publisher id (default: a new random one).")
+@click.option("--first-seq", default=1, show_default=True, type=click.IntRange(min=1, max=MAX_SEQ))
 @click.option("--retry-duration", default=10.0, show_default=True, type=float, help="Seconds to keep retrying.")
 @click.option(
     "--store",
@@ -61,6 +63,8 @@ def publish(
     retry_duration: float,
 ) -> None:
     """Publish COUNT persistent messages to the topic ADDRESS and wait until the server has confirmed them."""
+    if count and first_seq + count - 1 > MAX_SEQ:  # x-opt-publisher-seq: the server refuses seqs past 2^63 - 1
+        raise click.BadParameter(f"the last seq would be {first_seq + count - 1}, above {MAX_SEQ}", param_hint="count")
     urls = urls or (owner_url(store),)
     client = Client(list(urls), user=user, password=password)
     try:

@@ -21,6 +21,7 @@ from subgate.cli.journal import journal
 from subgate.cli.logs import FORMATS, configure_logging
 from subgate.cli.management import ManagementClient
 from subgate.cli.options import (
+    NAME_256,
     ConfigError,
     FanoutLink,
     ListenAddress,
@@ -298,7 +299,7 @@ def _password_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 @users.command("add")
 @with_store
-@click.argument("name")
+@click.argument("name", type=NAME_256)
 @_password_option("The password")
 @click.option(
     "--role",
@@ -351,7 +352,7 @@ def _new_password(password: str | None) -> str:
 
 @users.command("passwd")
 @with_store
-@click.argument("name")
+@click.argument("name", type=NAME_256)
 @_password_option("The new password")
 def users_passwd(store: str | None, name: str, password: str | None) -> None:
     """Set user NAME's password (stored for both PLAIN and SCRAM-SHA-256: docs/security.md)."""
@@ -388,7 +389,7 @@ def users_list(store: str | None) -> None:
 
 @users.command("remove")
 @with_store
-@click.argument("name")
+@click.argument("name", type=NAME_256)
 def users_remove(store: str | None, name: str) -> None:
     """Remove user NAME."""
     from subgate.storage.permissions import PRINCIPAL, revoke_all

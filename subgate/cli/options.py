@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from subgate.mapping.address_settings import table_to_text
+from subgate.mapping.store_values import text_problem
 from subgate.storage.db import default_store_url
 
 if TYPE_CHECKING:
@@ -32,6 +33,33 @@ class ConfigError(click.ClickException):
     """Bad configuration (a key, a value, a URL): one line on stderr, exit code 2."""
 
     exit_code = 2
+
+
+class StoreText(click.ParamType):
+    """A name the store keeps in a column of ``max_chars`` characters (``mapping.store_values``): 1 to
+    ``max_chars`` characters of text without U+0000. An argument that is not valid UTF-8 (its bytes arrive as lone
+    surrogates) or too long is a usage error naming the parameter (exit code 2), not a traceback from the driver."""
+
+    name = "TEXT"
+
+    def __init__(self, max_chars: int, *, empty: bool = False) -> None:
+        self.max_chars = max_chars
+        self.empty = empty  # "" is taken too (a grant's path: the root)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = value if isinstance(value, str) else str(value)
+        if not text and self.empty:
+            return text
+        problem = text_problem("it", text, self.max_chars)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return text
+
+
+NAME_256 = StoreText(256)  # users, roles, a grant's subject
+NAME_512 = StoreText(512)  # subscription names, client-ids, publisher ids
+NAME_1024 = StoreText(1024)  # queue and topic names
+PATH_1024 = StoreText(1024, empty=True)  # a grant's path ("": the root)
 
 
 class FanoutLink(click.ParamType):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from subgate.cli.options import store_sessions, with_store
+from subgate.cli.options import NAME_256, PATH_1024, store_sessions, with_store
 from subgate.mapping.permissions import (
     ADMIN_ROLE,
     ANONYMOUS,
@@ -88,7 +88,7 @@ def roles() -> None:
 
 @roles.command("add")
 @with_store
-@click.argument("name")
+@click.argument("name", type=NAME_256)
 def roles_add(store: str | None, name: str) -> None:
     """Add a role NAME (then give it grants with 'subgate grants add --role NAME')."""
     from subgate.storage.permissions import add_role
@@ -103,7 +103,7 @@ def roles_add(store: str | None, name: str) -> None:
 
 @roles.command("remove")
 @with_store
-@click.argument("name")
+@click.argument("name", type=NAME_256)
 def roles_remove(store: str | None, name: str) -> None:
     """Remove role NAME, its grants, and every user's assignment to it."""
     from subgate.storage.permissions import remove_role
@@ -144,8 +144,8 @@ def roles_list(store: str | None, as_json: bool) -> None:
 
 @roles.command("assign")
 @with_store
-@click.argument("role")
-@click.argument("user")
+@click.argument("role", type=NAME_256)
+@click.argument("user", type=NAME_256)
 def roles_assign(store: str | None, role: str, user: str) -> None:
     """Give ROLE to USER."""
     from subgate.storage.permissions import assign_role
@@ -157,8 +157,8 @@ def roles_assign(store: str | None, role: str, user: str) -> None:
 
 @roles.command("unassign")
 @with_store
-@click.argument("role")
-@click.argument("user")
+@click.argument("role", type=NAME_256)
+@click.argument("user", type=NAME_256)
 def roles_unassign(store: str | None, role: str, user: str) -> None:
     """Take ROLE away from USER."""
     from subgate.storage.permissions import unassign_role
@@ -216,13 +216,11 @@ def _describe(permission: Permission, path: str, kind: SubjectKind, subject: str
 
 def grant_options(command: Any) -> Any:
     """PERMISSION, --role/--user, --path and --store."""
-    command = click.option(
-        "--path", default=None, help="Topic path the grant covers, with everything below it (default: the root)."
-    )(command)
-    command = click.option("--user", default=None, help=f"Grant to this user ('{ANONYMOUS}': anonymous connections).")(
-        command
-    )
-    command = click.option("--role", default=None, help="Grant to this role.")(command)
+    path_help = "Topic path the grant covers, with everything below it (default: the root)."
+    command = click.option("--path", default=None, type=PATH_1024, help=path_help)(command)
+    user_help = f"Grant to this user ('{ANONYMOUS}': anonymous connections)."
+    command = click.option("--user", default=None, type=NAME_256, help=user_help)(command)
+    command = click.option("--role", default=None, type=NAME_256, help="Grant to this role.")(command)
     command = click.argument("permission", callback=_permission, metavar="PERMISSION")(command)
     return with_store(command)
 
@@ -273,8 +271,10 @@ def grants_remove(
 
 @grants.command("list")
 @with_store
-@click.option("--role", default=None, help="Only the grants to this role.")
-@click.option("--user", default=None, help="Only the grants made to this user by name (not through roles).")
+@click.option("--role", default=None, type=NAME_256, help="Only the grants to this role.")
+@click.option(
+    "--user", default=None, type=NAME_256, help="Only the grants made to this user by name (not through roles)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def grants_list(store: str | None, role: str | None, user: str | None, as_json: bool) -> None:
     """List grants, by subject, then by path (a branch before the paths below it)."""

@@ -25,7 +25,7 @@ import click
 from subgate.cli import tables
 from subgate.cli.connections import duration
 from subgate.cli.errors import management_errors
-from subgate.cli.options import store_sessions
+from subgate.cli.options import NAME_1024, store_sessions
 from subgate.cli.progress import stepped
 from subgate.cli.subscriptions import Target, make_target, running_server, target_options
 from subgate.cli.tables import iso_time
@@ -222,7 +222,7 @@ def list_command(
 
 @queue_command("show")
 @target_options
-@click.argument("name")
+@click.argument("name", type=NAME_1024)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def show_command(
     listen: str, user: str | None, password: str | None, timeout: float, store: str | None, name: str, as_json: bool
@@ -237,7 +237,7 @@ def show_command(
 
 @queue_command("purge")
 @target_options
-@click.argument("name")
+@click.argument("name", type=NAME_1024)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--step", type=click.IntRange(1), default=10_000, show_default=True, help="Messages per step.")
 def purge_command(

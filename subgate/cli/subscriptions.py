@@ -22,7 +22,7 @@ import click
 
 from subgate.cli import tables
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable, ServerUnreachable
-from subgate.cli.options import OneLineBadParameter, resolve_store, split_address, with_store
+from subgate.cli.options import NAME_512, NAME_1024, OneLineBadParameter, resolve_store, split_address, with_store
 from subgate.cli.owner import decide, store_owner
 from subgate.cli.tables import iso_time, table_time
 from subgate.engine.records import SubscriptionRecord
@@ -373,9 +373,9 @@ def subscriptions() -> None:
 
 @subscriptions.command("list")
 @target_options
-@click.option("--client-id", default=None, help="Only subscriptions of this client-id.")
+@click.option("--client-id", default=None, type=NAME_512, help="Only subscriptions of this client-id.")
 @click.option("--global", "global_", is_flag=True, help="Only global subscriptions (no client-id).")
-@click.option("--topic", default=None, help="Only subscriptions on this topic.")
+@click.option("--topic", default=None, type=NAME_1024, help="Only subscriptions on this topic.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def list_command(
     listen: str,
@@ -402,8 +402,8 @@ def list_command(
 
 @subscriptions.command("show")
 @target_options
-@click.argument("name")
-@click.option("--client-id", default=None, help="The subscription's client-id.")
+@click.argument("name", type=NAME_512)
+@click.option("--client-id", default=None, type=NAME_512, help="The subscription's client-id.")
 @click.option("--global", "global_", is_flag=True, help="A global subscription (no client-id).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def show_command(
@@ -429,8 +429,8 @@ def show_command(
 
 @click.command("unsubscribe")
 @target_options
-@click.argument("name")
-@click.option("--client-id", default=None, help="The subscription's client-id.")
+@click.argument("name", type=NAME_512)
+@click.option("--client-id", default=None, type=NAME_512, help="The subscription's client-id.")
 @click.option("--global", "global_", is_flag=True, help="A global subscription (no client-id).")
 def unsubscribe(
     listen: str,

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.tree import Tree
 
 from subgate.cli.management import ManagementClient, ManagementError, ManagementUnavailable
-from subgate.cli.options import store_sessions
+from subgate.cli.options import NAME_1024, store_sessions
 from subgate.cli.subscriptions import Target, make_target, running_server, target_options
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
@@ -159,7 +159,7 @@ def _label(segment: str, figures: dict[str, Any] | None, view: TreeView, path: s
 
 @topics.command("add")
 @target_options
-@click.argument("path")
+@click.argument("path", type=NAME_1024)
 def add_command(
     listen: str, user: str | None, password: str | None, timeout: float, store: str | None, path: str
 ) -> None:

@@ -20,6 +20,7 @@ from proton import Link
 
 from subgate.engine.fanout import PROPAGATION_ADDRESS, REPLICATE, REPLICATE_BATCH, check_local_change
 from subgate.engine.nodes import Queue, Topic
+from subgate.engine.repeats import ATTACH_REFUSED
 from subgate.engine.selection import compile_selector
 from subgate.engine.topic_space import TopicsError, fetch_selector, selector_address
 from subgate.gateway import management
@@ -137,14 +138,14 @@ class Attacher:
             else:
                 self._open_consumer(link, state, consult_handlers=consult_handlers)
         except Refused as refusal:
-            log.info("refused attach from %s: %s", state.container_id, refusal.description)
+            log.info("refused attach from %s: %s", state.container_id, refusal.description, extra=ATTACH_REFUSED)
             refuse_attach(link, refusal.condition, refusal.description)
         except TopicsError as exc:
             description = f"invalid topic selector: {exc}"
-            log.info("refused attach from %s: %s", state.container_id, description)
+            log.info("refused attach from %s: %s", state.container_id, description, extra=ATTACH_REFUSED)
             refuse_attach(link, INVALID_FIELD, description)
         except UnicodeDecodeError:  # a field of the attach that is not text, read where nobody expected it
-            log.info("refused attach from %s: a field is not valid text", state.container_id)
+            log.info("refused attach from %s: a field is not valid text", state.container_id, extra=ATTACH_REFUSED)
             refuse_attach(link, DECODE_ERROR, "a field of the attach is not valid text")
         except Exception:
             log.exception("attach %r failed", link.name)

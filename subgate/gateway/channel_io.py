@@ -27,6 +27,7 @@ from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
 from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.repeats import refused_as
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channels import READ, WRITE, Channel
 from subgate.gateway.guard import schedule
@@ -163,7 +164,7 @@ class ChannelIO:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            log.info("connection from %s lost: %s", channel.peer, exc)
+            log.info("connection from %s lost: %s", channel.peer, exc, extra=refused_as("connection-lost"))
             data = b""
         if not data:
             channel.eof = True
@@ -178,7 +179,7 @@ class ChannelIO:
             try:
                 data = tls.receive(data)
             except TlsFailure as exc:
-                log.info("TLS with %s failed: %s", channel.peer, exc)
+                log.info("TLS with %s failed: %s", channel.peer, exc, extra=refused_as("tls-failure"))
                 channel.outgoing += tls.output()  # the alert, when there is one
                 self.close_after_flush(channel)
                 return
@@ -219,7 +220,7 @@ class ChannelIO:
                     # The peer is gone and proton has nothing left to send. proton-c reports a closed tail as
                     # an error and closes the head itself, except when the input ended inside a frame: then it
                     # waits for the rest forever, and an EOF socket left in epoll spins. End it here.
-                    log.info("connection from %s ended in the middle of a frame", channel.peer)
+                    log.info("connection from %s ended in the middle of a frame", channel.peer, extra=_TRUNCATED)
                     transport.close_head()
                     self.drop(channel)
                     return
@@ -236,7 +237,7 @@ class ChannelIO:
                 self._watch(channel, _READ | _WRITE)
                 return
             except OSError as exc:
-                log.info("connection from %s lost while writing: %s", channel.peer, exc)
+                log.info("connection from %s lost while writing: %s", channel.peer, exc, extra=_LOST)
                 transport.close_head()
                 transport.close_tail()
                 self.drop(channel)
@@ -362,13 +363,20 @@ class ChannelIO:
         frames_in = transport.frames_input if transport is not None else 0
         overdue = channel.clock.overdue(now, limits, frames_in, bool(closing))
         if overdue is not None:
-            log.info("closing connection from %s: %s", channel.peer, overdue)
+            kind = _DEADLINES.get(overdue.split(" ", 1)[0], "close-deadline")
+            log.info("closing connection from %s: %s", channel.peer, overdue, extra=refused_as(kind))
             self._abort(channel, RESOURCE_LIMIT, overdue)
             return 0.0
         if transport is None:
             return 0.0
         self._dirty.add(channel)
         return float(transport.tick(now))
+
+
+# Kinds of the per-connection log lines held back by ``engine.repeats`` (docs/operations.md).
+_DEADLINES = {"handshake": "handshake-deadline", "frame": "frame-deadline"}  # by the first word of the reason
+_TRUNCATED = refused_as("truncated-frame")
+_LOST = refused_as("connection-lost")
 
 
 def _output_taken(channel: Channel) -> None:

@@ -2,16 +2,14 @@
 
 Owns ``Channel`` (the socket, its SASL phase or proton transport, its deadlines and its admission verdict),
 ``connection_channel`` (the channel behind a proton connection), ``end_after_output`` (close a refused connection
-once its answer is written) and ``RateLimitedLog``. ``gateway.io`` moves the bytes; ``gateway.sasl_phase`` runs the
+once its answer is written). ``gateway.io`` moves the bytes; ``gateway.sasl_phase`` runs the
 SASL exchange. Reactor thread only.
 """
 
 from __future__ import annotations
 
-import logging
 import select
 import socket
-import time
 from typing import Any
 
 from proton import Connection, Transport
@@ -79,28 +77,6 @@ class Channel:
     def handshake_finished(self) -> None:
         """The peer's open has arrived (the broker calls this): the handshake deadline no longer applies."""
         self.clock.opened = True
-
-
-class RateLimitedLog:
-    """Logs at most one line per ``interval`` seconds, with how many were left out since: a flood of refused
-    connections must not become a flood of log lines."""
-
-    def __init__(self, logger: logging.Logger, interval: float) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._next = 0.0
-        self._skipped = 0
-
-    def info(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._skipped += 1
-            return
-        if self._skipped:
-            message += f" ({self._skipped} more like it not logged)"
-            self._skipped = 0
-        self._next = now + self._interval
-        self._logger.info(message, *args)
 
 
 def end_after_output(connection: Connection) -> None:

@@ -29,14 +29,21 @@ from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits, Verdict
 from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.repeats import refused_as
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO, release_ended
-from subgate.gateway.channels import Channel, RateLimitedLog
+from subgate.gateway.channels import Channel
 from subgate.gateway.sasl import CredentialsReceived
 
 log = logging.getLogger("subgate.io")
 
 _ACCEPT_PAUSE = 0.1  # seconds without accepting after accept() failed (out of file descriptors)
+
+
+# Kinds of the per-connection log lines held back by ``engine.repeats`` (docs/operations.md).
+_ACCEPT_FAILED = refused_as("accept-failed")
+_TLS_REQUIRED = refused_as("tls-required")
+_CONNECTION_LIMIT = refused_as("connection-limit")
 
 
 class ServerIO:
@@ -57,7 +64,6 @@ class ServerIO:
         self._limits = limits or ConnectionLimits()
         self._rules = rules or TransportRules()
         self._admission = Admission(self._limits)
-        self._refusals_logged = RateLimitedLog(log, interval=1.0)
         self._epoll = select.epoll()
         self._io = ChannelIO(
             container,
@@ -136,24 +142,24 @@ class ServerIO:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
-                self._refusals_logged.info("accept failed: %s; not accepting for %gs", exc, _ACCEPT_PAUSE)
+                log.info("accept failed: %s; not accepting for %gs", exc, _ACCEPT_PAUSE, extra=_ACCEPT_FAILED)
                 self._pause_accepting()
                 return
             channel = Channel(sock, peer, self._container.mark())
             tls = self._tls.get(listener.fileno())
             refusal = self._rules.refusal(channel.address, tls=tls is not None)
             if refusal is not None:  # --require-tls: a plain connection from another host
-                self._refusals_logged.info("closing connection from %s at once: %s", peer, refusal)
+                log.info("closing connection from %s at once: %s", peer, refusal, extra=_TLS_REQUIRED)
                 sock.close()
                 continue
             channel.verdict, reason = self._admission.decide(channel.address)
             if channel.verdict is Verdict.DROP:
-                self._refusals_logged.info("closing connection from %s at once: %s", peer, reason)
+                log.info("closing connection from %s at once: %s", peer, reason, extra=_CONNECTION_LIMIT)
                 self._admission.release(channel.address, channel.verdict)
                 sock.close()
                 continue
             if channel.verdict is Verdict.REFUSE:
-                self._refusals_logged.info("refusing connection from %s: %s", peer, reason)
+                log.info("refusing connection from %s: %s", peer, reason, extra=_CONNECTION_LIMIT)
                 channel.refusal = reason
             self._io.add(channel, tls)
             log.debug("accepted connection from %s", peer)

@@ -17,6 +17,7 @@ from proton import Condition, Connection, Endpoint, Link, Session, symbol
 
 from subgate.engine.endpoint_limits import EndpointLimits, link_refusal, session_refusal
 from subgate.engine.nodes import Queue, Topic
+from subgate.engine.repeats import ATTACH_REFUSED, refused_as
 from subgate.gateway.authority import Authority
 from subgate.gateway.channels import connection_channel, end_after_output, remote
 from subgate.gateway.housekeeping import Housekeeping
@@ -140,7 +141,8 @@ class Lifecycle:
         try:
             request = read_open(connection)
         except Refused as refusal:
-            log.info("refusing connection from %s: %s", channel.peer if channel else "?", refusal.description)
+            peer = channel.peer if channel else "?"
+            log.info("refusing connection from %s: %s", peer, refusal.description, extra=refused_as("open-refused"))
             refuse_connection(connection, refusal.condition, refusal.description)
             return
         container_id = request.container_id
@@ -181,7 +183,10 @@ class Lifecycle:
         if over_limit is not None:
             return lambda: refuse_connection(connection, RESOURCE_LIMIT, over_limit)
         if SOLE_CONNECTION in desired and self.connections.connected(container_id):
-            log.info("refusing connection: container-id %r already connected", container_id)
+            log.info(
+                "refusing connection: container-id %r already connected", container_id,
+                extra=refused_as("container-id-in-use"),
+            )  # fmt: skip
 
             def already_connected() -> None:
                 connection.properties = {symbol(CONNECTION_ESTABLISHMENT_FAILED): True}
@@ -235,7 +240,9 @@ class Lifecycle:
             check_link_name(peer_text("attach name", lambda: link.name) or "")
         except Refused as refusal:
             if refusal.condition == INVALID_FIELD:
-                log.info("closing the connection of %s: %s", state.container_id, refusal.description)
+                log.info(
+                    "closing the connection of %s: %s", state.container_id, refusal.description, extra=ATTACH_REFUSED
+                )
                 connection = link.connection
                 connection.condition = Condition(refusal.condition, refusal.description)
                 connection.close()
@@ -254,7 +261,7 @@ class Lifecycle:
             return
         refusal = session_refusal(state.sessions, self.limits)
         if refusal is not None:
-            log.info("ending a session of %s: %s", state.container_id, refusal)
+            log.info("ending a session of %s: %s", state.container_id, refusal, extra=refused_as("session-refused"))
             session.condition = Condition(RESOURCE_LIMIT, refusal)
             session.close()
             return
@@ -281,7 +288,7 @@ class Lifecycle:
         attached: int = getattr(session, "_sg_links", 0)
         refusal = link_refusal(attached, self.limits)
         if refusal is not None:
-            log.info("refused attach from %s: %s", state.container_id, refusal)
+            log.info("refused attach from %s: %s", state.container_id, refusal, extra=ATTACH_REFUSED)
             refuse_attach(link, RESOURCE_LIMIT, refusal)
             return False
         session._sg_links = attached + 1  # our attributes on proton's wrappers

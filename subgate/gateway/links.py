@@ -34,6 +34,7 @@ from subgate.engine.duplicates import PUBLISHER_SEQ
 from subgate.engine.endpoint_limits import CreatedTopics, EndpointLimits, sendable
 from subgate.engine.memory import HighWater
 from subgate.engine.nodes import Message, Queue, Topic
+from subgate.engine.repeats import refused_as
 from subgate.engine.transactions import TRANSACTIONAL_STATE
 from subgate.mapping.errors import Refused
 from subgate.mapping.names import bounded
@@ -385,7 +386,7 @@ class Lookup(LinkState):
         try:
             self.subscriptions.unsubscribe(self.key)
         except Refused as refusal:
-            log.info("unsubscribe refused: %s", refusal.description)
+            log.info("unsubscribe refused: %s", refusal.description, extra=refused_as("unsubscribe-refused"))
             self.link.condition = Condition(refusal.condition, refusal.description)
 
 

@@ -29,7 +29,7 @@ from subgate.gateway.subscriptions import Subscription, Subscriptions
 from subgate.mapping.addresses import is_temporary
 from subgate.mapping.errors import NOT_FOUND, Refused
 from subgate.mapping.names import MANAGEMENT_ADDRESS
-from subgate.mapping.subscriptions import DURABLE, SubscriptionKey, decide_unsubscribe
+from subgate.mapping.subscriptions import DURABLE, SubscriptionKey, checked_key, decide_unsubscribe
 
 ADDRESS = MANAGEMENT_ADDRESS
 
@@ -90,12 +90,15 @@ def requested_key(props: dict[str, object]) -> SubscriptionKey | str:
     name = props.get("name")
     if not isinstance(name, str) or not name:
         return "'name' (a string) is required"
-    if props.get("global") is True:
-        return SubscriptionKey(DURABLE, None, name)
     client_id = props.get("client-id")
-    if not isinstance(client_id, str) or not client_id:
+    if props.get("global") is True:
+        client_id = None
+    elif not isinstance(client_id, str) or not client_id:
         return _NO_SCOPE
-    return SubscriptionKey(DURABLE, client_id, name)
+    try:  # the store is asked for it (type 'bookmark'): values it cannot bind are refused here (mapping.store_values)
+        return checked_key(SubscriptionKey(DURABLE, client_id, name))
+    except Refused as refusal:
+        return f"'name' or 'client-id': {refusal.description}"
 
 
 def handle(request: Request, subscriptions: Subscriptions, owns: Callable[[str], bool]) -> Response:

@@ -26,6 +26,7 @@ from typing import Protocol
 from proton import Delivery, Link
 from proton import Message as ProtonMessage
 
+from subgate.engine.repeats import ATTACH_REFUSED
 from subgate.engine.topic_space import fetch_selector
 from subgate.gateway.authority import Authority
 from subgate.gateway.fanout_feed import PropagationLink
@@ -90,7 +91,10 @@ class MissingTopics:
         def cancel(path: str) -> None:
             release()
             description = f"no topic matches {selector.expression!r}: the missing-topic handler on {path!r} cancelled"
-            log.info("refused %s %r from %s: %s", request, link.name, state.container_id, description)
+            log.info(
+                "refused %s %r from %s: %s", request, link.name, state.container_id, description,
+                extra=ATTACH_REFUSED,
+            )  # fmt: skip
             refuse_attach(link, NOT_FOUND, description)
 
         held = self.control.hold(link, state, selector, request, resume, cancel, local=missing, upstream=upstream)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from subgate.engine.login_throttle import LoginThrottle
+from subgate.engine.repeats import refused_as
 from subgate.engine.sasl_mechanisms import ANONYMOUS, EXTERNAL
 from subgate.engine.transport_policy import TransportRules, certificate_name, external_identity
 from subgate.gateway.channels import Channel, remote
@@ -40,6 +41,10 @@ log = logging.getLogger("subgate.io")
 # A client that skips SASL is checked against the anonymous policy like SASL ANONYMOUS (by the Authenticator,
 # whose answer can depend on the store), so it is submitted as these credentials.
 _NO_SASL = CredentialsReceived("ANONYMOUS", None, None, None)
+
+
+_VIOLATION = refused_as("sasl-violation")  # per-connection log lines held back by engine.repeats
+_NO_SASL_LOG = refused_as("sasl-required")
 
 
 class SocketSide(Protocol):
@@ -121,7 +126,7 @@ class SaslPhase:
                 channel.held = event.leftover
                 self._ask_verdict(channel, _NO_SASL)
             elif isinstance(event, ProtocolViolation):
-                log.info("closing connection from %s: %s", channel.peer, event.description)
+                log.info("closing connection from %s: %s", channel.peer, event.description, extra=_VIOLATION)
                 self._io.write(channel, sasl.data_to_send())
                 self._io.close_after_flush(channel)
         if channel.sasl is sasl and not channel.closed:
@@ -147,6 +152,7 @@ class SaslPhase:
         throttle's delay (engine.login_throttle) on the reactor's timer. Only checked credentials count: not
         ANONYMOUS, nor a PLAIN or EXTERNAL message that could not be parsed (``login`` None): nothing was guessed."""
         extra: dict[str, object] = {"event": "auth-failed", "principal": username, "peer": remote(channel.peer)}
+        extra.update(refused_as("auth-failure"))
         if channel.login is None or channel.login == ANONYMOUS:
             how = channel.login or "malformed credentials"
             log.info("authentication failed for %r from %s (%s)", username, channel.peer, how, extra=extra)
@@ -224,6 +230,6 @@ class SaslPhase:
             self._io.start_amqp(channel, held)
             return
         # Answer with the SASL header so the peer learns what we require, then close.
-        log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer)
+        log.info("connection from %s without SASL refused (anonymous access is off)", channel.peer, extra=_NO_SASL_LOG)
         self._io.write(channel, SASL_HEADER)
         self._io.close_after_flush(channel)

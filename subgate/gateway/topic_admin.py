@@ -31,7 +31,7 @@ from subgate.gateway.router import Router, check_topic_quota
 from subgate.gateway.topic_control import TopicControl
 from subgate.mapping.addresses import TEMPORARY_PREFIX, TOPIC, is_temporary
 from subgate.mapping.errors import NOT_ALLOWED, Refused
-from subgate.mapping.names import reserved
+from subgate.mapping.names import bounded, reserved, stored_name_problem
 from subgate.topics import TopicsError, is_valid_path, parse_selector
 
 TOPIC_TYPE = "topic"
@@ -105,7 +105,10 @@ class TopicAdmin:
 
     def _create(self, name: object, created: CreatedTopics[Topic] | None) -> Response:
         if not isinstance(name, str) or not is_valid_path(name):
-            return Response(400, f"'name' must be a valid topic path, not {name!r}")
+            return Response(400, f"'name' must be a valid topic path, not {bounded(repr(name), 200)}")
+        problem = stored_name_problem("'name'", name)
+        if problem is not None:  # the store keeps the name
+            return Response(400, bounded(problem))
         if is_temporary(name):
             return Response(400, f"{name!r}: names starting with {TEMPORARY_PREFIX!r} are the server's temporary nodes")
         problem = reserved(name)

@@ -36,6 +36,7 @@ from proton import Message as ProtonMessage
 
 from subgate.gateway.links import ConnectionState, LinkState, reject
 from subgate.mapping.errors import INVALID_FIELD, NOT_ALLOWED, NOT_FOUND, Refused
+from subgate.mapping.store_values import check_registration
 from subgate.storage.removals import RemovalRecord
 from subgate.topics import MissingTopicHandlers, Registration, RemovalRegistry, Selector, TopicsError, validate_path
 
@@ -283,8 +284,10 @@ class TopicControl:
         """Register ``branch`` for removal when ``conn`` ends.
 
         Raises:
-            Refused: amqp:precondition-failed when a registration sits strictly above or below ``branch``.
+            Refused: amqp:precondition-failed when a registration sits strictly above or below ``branch``;
+                amqp:invalid-field for a container-id or link name the store cannot keep (``mapping.store_values``).
         """
+        check_registration(conn.container_id, link.name or "")
         try:
             registration = self.removals.register(branch, conn, conn.container_id or None, link.name)
         except TopicsError as exc:

@@ -2,7 +2,9 @@
 
 Owns the pure rules of replay: what a filter value asks for (EPOCH ``0``, NOW ``0|1|``, a UTC timestamp
 ``YYYYmmddTHHMMSS``, one bookmark ``publisherId|seq|``, or a comma-separated list of bookmarks), refusing a
-malformed value with ``amqp:invalid-field`` and a description that names it; how a bookmark is written and read
+malformed value with ``amqp:invalid-field`` and a description that names it (so is a bookmark the store cannot
+look up: a sequence number above 2^63 - 1, a publisher id longer than its column or holding U+0000, by the rules
+of ``mapping.store_values``, the same as a message's ``x-opt-publisher-seq``); how a bookmark is written and read
 back; and where a replay starts once the journal has said which sequence each named bookmark has (after the
 earliest, skipping the later ones the list names). No proton, no store: the gateway asks the journal, this
 module decides. The decisions are written down in docs/bookmarks.md.
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from subgate.mapping.errors import INVALID_FIELD, Refused
+from subgate.mapping.store_values import MAX_PUBLISHER_ID, parse_seq, text_problem
 
 BOOKMARK_SYMBOL = "subgate:bookmark:string"
 BOOKMARK_KEY = "subgate-bookmark"
@@ -72,13 +75,24 @@ def format_bookmark(publisher_id: str, seq: int) -> str:
 
 def parse_bookmark(text: str) -> Bookmark | None:
     """``publisherId|seq|`` → its parts; None when ``text`` is not one (the publisher id may itself hold ``|``:
-    the sequence is the last field)."""
+    the sequence is the last field).
+
+    Raises:
+        Refused: ``amqp:invalid-field`` for a bookmark of that form the store cannot look up: a sequence number
+            above 2^63 - 1, a publisher id longer than ``MAX_PUBLISHER_ID`` or not text the store can hold.
+    """
     if not text.endswith("|"):
         return None
-    publisher_id, bar, seq = text[:-1].rpartition("|")
-    if not bar or not publisher_id or not seq.isdigit() or not seq.isascii():
+    publisher_id, bar, digits = text[:-1].rpartition("|")
+    if not bar or not publisher_id:
         return None
-    return Bookmark(publisher_id, int(seq))
+    seq = parse_seq(f"{BOOKMARK_KEY} {_shown(text)}: its sequence number", digits)
+    if seq is None:
+        return None
+    problem = text_problem(f"{BOOKMARK_KEY} {_shown(text)}: its publisher id", publisher_id, MAX_PUBLISHER_ID)
+    if problem is not None:
+        raise Refused(INVALID_FIELD, problem)
+    return Bookmark(publisher_id, seq)
 
 
 def parse_replay(value: object) -> ReplayRequest:
@@ -86,7 +100,8 @@ def parse_replay(value: object) -> ReplayRequest:
 
     Raises:
         Refused: ``amqp:invalid-field`` naming the value when it is not a string, empty, too long, a timestamp
-            that is not a date, or neither of the forms above.
+            that is not a date, a bookmark the store cannot look up (``parse_bookmark``), or neither of the forms
+            above.
     """
     if not isinstance(value, str):
         raise Refused(INVALID_FIELD, f"the {BOOKMARK_KEY} filter must carry a string, not {type(value).__name__}")

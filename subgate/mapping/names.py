@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from subgate.mapping.errors import INVALID_FIELD, Refused
+from subgate.mapping.store_values import check_text, text_problem
 
 MAX_NAME_LENGTH = 1024
 MAX_SELECTOR_LENGTH = 8192
@@ -70,9 +71,12 @@ def check_terminus(address: str | None, capability_count: int) -> None:
 
 def check_selector(selector: str | None, limit: int = MAX_SELECTOR_LENGTH) -> None:
     """Raises: Refused(amqp:invalid-field) for a JMS selector longer than ``limit`` (``--max-selector-length``,
-    by default ``MAX_SELECTOR_LENGTH``)."""
+    by default ``MAX_SELECTOR_LENGTH``), or holding what the store cannot keep (a subscription's selector is
+    stored: U+0000, a lone surrogate; ``mapping.store_values``)."""
     if selector is not None and len(selector) > limit:
         raise Refused(INVALID_FIELD, f"selector of {len(selector)} characters (at most {limit}: max-selector-length)")
+    if selector:
+        check_text("selector", selector, limit)
 
 
 def control_character(name: str) -> str | None:
@@ -82,6 +86,14 @@ def control_character(name: str) -> str | None:
         if code < 0x20 or 0x7F <= code <= 0x9F:
             return f"U+{code:04X}"
     return None
+
+
+def stored_name_problem(field: str, name: str) -> str | None:
+    """What keeps the store from holding ``name`` as a node's name (None: nothing): 1 to ``MAX_NAME_LENGTH``
+    characters of text (``mapping.store_values``) without control characters."""
+    problem = text_problem(field, name, MAX_NAME_LENGTH)
+    bad = control_character(name) if problem is None else None
+    return problem if bad is None else f"{field} must not contain the control character {bad}"
 
 
 def check_new_name(address: str, kind: str, path_problem: str | None) -> None:

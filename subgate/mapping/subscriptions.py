@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from subgate.mapping.errors import ILLEGAL_STATE, NOT_FOUND, RESOURCE_LOCKED, Refused
+from subgate.mapping.store_values import MAX_CLIENT_ID, MAX_SUBSCRIPTION_NAME, check_text
 
 GLOBAL = None  # the scope of global subscriptions
 DURABLE = "durable"
@@ -131,12 +132,30 @@ def subscription_name(link_name: str, shared: bool) -> str:
 
 
 def key_for(request: SubscribeRequest) -> SubscriptionKey | None:
+    """The subscription an attach names (None: a plain consumer's, private to its link).
+
+    Raises:
+        Refused: ``amqp:invalid-field`` for a name or ClientID the store cannot keep (``checked_key``).
+    """
     kind = kind_of(request.durable, request.capabilities)
     if kind is Kind.PLAIN:
         return None
     namespace = DURABLE if kind.durable else VOLATILE
     scope = GLOBAL if kind.shared and "global" in request.capabilities else request.container_id
-    return SubscriptionKey(namespace, scope, subscription_name(request.link_name, kind.shared))
+    return checked_key(SubscriptionKey(namespace, scope, subscription_name(request.link_name, kind.shared)))
+
+
+def checked_key(key: SubscriptionKey) -> SubscriptionKey:
+    """``key``, when the store can keep its name and ClientID (``mapping.store_values``: 1 to 512 characters of
+    text without U+0000; an empty ClientID is the connection's and is taken as it is).
+
+    Raises:
+        Refused: ``amqp:invalid-field`` naming the field and its range.
+    """
+    check_text("subscription name", key.name, MAX_SUBSCRIPTION_NAME)
+    if key.client_id:
+        check_text("ClientID (container-id) of a subscription", key.client_id, MAX_CLIENT_ID)
+    return key
 
 
 def decide_subscribe(request: SubscribeRequest, existing: Existing | None) -> Decision:

@@ -6,6 +6,12 @@ in bulk (``storage.bulk``: the hot path); every other operation first writes the
 reads see them and structural writes (node, cursor, low-water, failures) keep their place relative to them
 (docs/threading.md, rule 5). What a batch returns is the tickets of its ticketed operations, in order, a read's
 (a page, a bookmark, the journal's figures) as a ``ReadAnswer`` holding what it read.
+
+An operation whose own statements fail with anything but a store outage (``store_outage``: a lost connection, a
+lock, a timeout) raises ``OperationFailed`` naming it: a value the store refuses (a number out of a column's range,
+text it cannot hold) fails the same way however often it is tried, so the writer drops that operation alone and
+applies the rest again at once, with no back-off (``storage.journal``). An error while writing the rows gathered
+before it is the batch's, not its own.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, update
+from sqlalchemy import Connection, delete, exc, insert, update
 
 from subgate.engine.records import NewMessage
 from subgate.storage.bulk import insert_acks, insert_messages, utc_from_ms
@@ -85,6 +91,27 @@ class ReadAnswer:
         self.token(self.result if error is None else error)
 
 
+class OperationFailed(Exception):
+    """The operation at ``index`` of a batch failed by itself (not a store outage): ``cause`` is its error."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.index = index
+        self.cause = cause
+
+
+class StoreReadFailed(Exception):
+    """What a read answers when the store refused its query (a value it cannot bind): the read alone failed."""
+
+
+def store_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the store is unreachable or busy (worth retrying after a pause), rather than that
+    one query's values were refused."""
+    if isinstance(error, exc.DBAPIError):
+        return error.connection_invalidated or isinstance(error, exc.OperationalError | exc.InterfaceError)
+    return isinstance(error, exc.DisconnectionError | exc.TimeoutError | OSError | MemoryError)
+
+
 class OpenBatch:
     """One batch's transaction in progress: its connection, the message and ack rows gathered but not written
     yet, the tickets (or page answers) to report once it commits, and the publishers' marks its messages
@@ -112,11 +139,22 @@ class OpenBatch:
 
 def apply_batch(conn: Connection, batch: Sequence[Operation], ledger: MarkLedger) -> list[int | ReadAnswer]:
     """Apply ``batch`` in order inside ``conn``'s open transaction; returns its tickets (reads: answers).
-    The caller tells ``ledger`` whether the transaction committed."""
+    The caller tells ``ledger`` whether the transaction committed.
+
+    Raises:
+        OperationFailed: one operation's own statements failed (not a store outage); the transaction is to be
+            rolled back and the batch applied again without it.
+    """
     open_batch = OpenBatch(conn, ledger)
     apply = APPLY
-    for op in batch:
-        apply[type(op)](open_batch, op)
+    for index, op in enumerate(batch):
+        try:
+            apply[type(op)](open_batch, op)
+        except Exception as error:
+            # Rows still gathered: writing them (the flush before ``op``) failed, which is the batch's error.
+            if open_batch.messages or open_batch.acks or store_outage(error):
+                raise
+            raise OperationFailed(index, error) from error
     open_batch.flush()
     ledger.write(conn)
     return open_batch.tickets

@@ -34,9 +34,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from subgate.metrics.buckets import BATCH_SIZES, COMMIT_SECONDS, Buckets
-from subgate.storage.applying import ReadAnswer, apply_batch
+from subgate.storage.applying import OperationFailed, ReadAnswer, StoreReadFailed, apply_batch
 from subgate.storage.high_water import MarkLedger, write_pending
-from subgate.storage.operations import TICKETED, Operation
+from subgate.storage.operations import READS, TICKETED, Operation
 from subgate.storage.submissions import Submissions
 
 log = logging.getLogger("subgate.journal")
@@ -228,26 +228,36 @@ class JournalWriter(Submissions):
         tokens: list[Any] = []
         failed: list[Any] = []
         error: BaseException | None = None
-        for attempt in range(_ATTEMPTS):
+        alone: list[ReadAnswer] = []  # the answers of reads that failed by themselves
+        size = len(batch)
+        attempt = 0
+        while attempt < _ATTEMPTS:
             try:
                 started = time.perf_counter()
                 tokens = self._apply(batch)
                 self.commit_seconds.observe(time.perf_counter() - started)
                 error = None
                 break
+            except OperationFailed as failure:
+                # One operation's own error (a value the store refuses): it fails alone, at once, and the rest is
+                # applied again without it, with no back-off (each pass drops one operation: bounded).
+                batch = list(batch)
+                alone.extend(_failed_alone(batch.pop(failure.index), failure.cause))
             except Exception as exc:  # retried: a store blip must not fail a whole batch of publishers
                 error = exc
                 self.health = _health_after(self.health, exc)
-                log.warning("journal commit failed (attempt %d of %d): %s", attempt + 1, _ATTEMPTS, exc)
-                time.sleep(0.05 * 2**attempt)
+                attempt += 1
+                log.warning("journal commit failed (attempt %d of %d): %s", attempt, _ATTEMPTS, exc)
+                time.sleep(0.05 * 2 ** (attempt - 1))
         if error is not None:
             # Isolate the bad item(s): apply one by one, so every other write still lands.
             tokens, failed, error = self._apply_each(batch)
+        tokens.extend(alone)
         self.health = _health_after(self.health, error)
-        self.batch_sizes.observe(len(batch))
+        self.batch_sizes.observe(size)
         self.batches += 1
-        self.rows += len(batch)
-        self._notify(BatchResult(tokens, error, len(batch), failed))
+        self.rows += size
+        self._notify(BatchResult(tokens, error, size, failed))
 
     def _apply_each(self, batch: Sequence[Operation]) -> tuple[list[Any], list[Any], BaseException | None]:
         tokens: list[Any] = []
@@ -274,6 +284,16 @@ class JournalWriter(Submissions):
             raise
         self._marks.committed()
         return tickets
+
+
+def _failed_alone(op: Operation, cause: BaseException) -> list[ReadAnswer]:
+    """Log an operation the store refused by itself (one line: it is not an outage); a read answers with
+    ``StoreReadFailed`` (its token is called with it), a write is dropped."""
+    what = f"{type(cause).__name__}: {_first_line(cause)}"
+    log.warning("journal %s failed by itself and was not applied (not retried): %s", type(op).__name__, what)
+    if isinstance(op, READS):
+        return [ReadAnswer(op.ticket, StoreReadFailed(f"the store refused the read: {what}"))]
+    return []
 
 
 def _health_after(previous: CommitHealth | None, error: BaseException | None) -> CommitHealth:

@@ -232,6 +232,16 @@ def reading(read: StoreRead, ticket: int) -> StoreReading:
     return _READING[type(read)](read, ticket)  # type: ignore[arg-type]  # each pairs with its own read type
 
 
+READS: tuple[type[ReadPage | StoreReading], ...] = (
+    ReadPage,
+    ReadBookmark,
+    ReadJournalStats,
+    ReadReplay,
+    Retain,
+    ReadMetrics,
+)
+"""The operations that answer with what they read (a ``ReadAnswer``)."""
+
 Ticketed = AppendMessage | CommitTransaction | ReadPage | StoreReading | Barrier
 """The operations whose ticket comes back in a ``BatchResult`` (in ``tokens``, or in ``failed``)."""
 

@@ -29,6 +29,16 @@ INPUTS: list[tuple[str, bytes, str]] = [
     ("sasl", SASL_HEADER + b"\xff\xff\xff\xff\x02\x01\x00\x00", "a frame declaring 4 GiB"),
     ("sasl", SASL_HEADER + b"\x00\x00\x00\x08\x02\x01\x00\x00" * 500, "heartbeats only"),
     ("sasl", b"AMQP\x03\x01\x00\x00" + b"\x00" * 4000, "zero-sized frames"),
+    (
+        "store",
+        b"\x00p|9223372036854775808|",
+        "a bookmark seq of 2^63 reached SQLite and held the writer",
+    ),
+    ("store", b"\x00p|" + b"9" * 5000 + b"|", "int() of a bookmark seq past 4,300 digits raised ValueError"),
+    ("store", b"\x00p\x00q|1|", "a bookmark publisher id with U+0000 (PostgreSQL cannot bind it)"),
+    ("store", b"\x01\xff\xffe\x00|,b|ed\x14.", "a publisher id with lone surrogates passed the fast path to the store"),
+    ("store", b"\x02\x00c\x1f" + b"n" * 600, "a durable subscription name over its column's 512 characters"),
+    ("store", b"\x05t/" + b"x" * 2000, "a $management topic name over its column's 1,024 characters"),
 ]
 
 
