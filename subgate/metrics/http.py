@@ -11,7 +11,8 @@ object or the store, and the reactor never waits on it.
 Health (``verdict``): 200 "ok" while the reactor's snapshot is younger than ``stale_after`` seconds (it
 publishes one a second) and the writer's last commit succeeded (it commits a write probe a second) within
 ``stale_after``; otherwise 503 with the reason. Ready: 200 once ``ready`` is set (the server sets it when
-recovery has finished and it listens), 503 before.
+recovery has finished and it listens), 503 before; and 503 again while the memory high-water mark blocks every
+publisher (``MemoryFigures.refusal``: docs/operations.md "The memory mark"), health staying 200 meanwhile.
 """
 
 from __future__ import annotations
@@ -95,7 +96,11 @@ class MetricsEndpoint:
             reason = verdict(self.snapshot(), self.health(), time.monotonic())
             return (200, _TEXT, b"ok\n") if reason is None else (503, _TEXT, reason.encode() + b"\n")
         if route == "/readyz":
-            return (200, _TEXT, b"ready\n") if self.ready else (503, _TEXT, b"recovering: not listening yet\n")
+            if not self.ready:
+                return 503, _TEXT, b"recovering: not listening yet\n"
+            snapshot = self.snapshot()
+            refusal = None if snapshot is None or snapshot.memory is None else snapshot.memory.refusal()
+            return (200, _TEXT, b"ready\n") if refusal is None else (503, _TEXT, refusal.encode() + b"\n")
         return 404, _TEXT, b"not found: /, /metrics, /healthz, /readyz\n"
 
 
