@@ -38,6 +38,7 @@ from subgate.cli.serve_options import settings_options, settings_values
 from subgate.cli.status import status
 from subgate.cli.subscriptions import subscriptions, unsubscribe
 from subgate.cli.topics import topics
+from subgate.engine.memory_mark import mark_problem
 from subgate.gateway.settings import Settings
 from subgate.gateway.tls import TlsConfigError
 from subgate.mapping.address_settings import AddressSettingsError, parse_entries
@@ -172,6 +173,9 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"http: {exc}") from exc
     _check_tls(settings)
+    problem = mark_problem(settings.memory_high_water, settings.max_message_size)
+    if problem is not None:
+        raise ConfigError(problem)
     code = _serve_ephemeral(settings, listen, parent) if ephemeral else _serve(settings, listen, migrate)
     sys.exit(code)
 

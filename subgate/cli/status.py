@@ -7,7 +7,8 @@ store: the journal writer's last commit (a refused write makes it unhealthy). Of
 store's URL, schema revision, durable queues and subscriptions, and the journal's size, read from the store.
 
 Exit codes (also in ``--help``): 0 the server runs and is healthy; 1 the status could not be read; 3 no server
-runs (the store's figures are printed); 4 the server runs but its store refuses writes.
+runs (the store's figures are printed); 4 the server runs but its store refuses writes; 5 the server runs but its
+memory high-water mark blocks every publisher (``memory-blocked``, with the figures: docs/operations.md).
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ from subgate.engine.records import JournalStats
 
 NOT_RUNNING = 3
 UNHEALTHY = 4
+MEMORY_BLOCKED = 5
 EXIT_CODES = (
     "Exit codes: 0 the server runs and is healthy; 1 the status could not be read; 3 no server runs (the "
-    "store's figures are shown); 4 the server runs but its store refuses writes; 2 usage."
+    "store's figures are shown); 4 the server runs but its store refuses writes; 5 the server runs but its memory "
+    "high-water mark blocks every publisher; 2 usage."
 )
+BLOCKED_PREFIX = "memory-blocked"
 
 
 def health_of(server: dict[str, Any]) -> str | None:
@@ -40,7 +44,22 @@ def health_of(server: dict[str, Any]) -> str | None:
     health = server.get("store_health")
     if isinstance(health, dict) and not health.get("ok"):
         return f"the store refused a write: {health.get('error')}"
-    return None
+    return blocked_of(server)
+
+
+def blocked_of(server: dict[str, Any]) -> str | None:
+    """``memory-blocked: ...`` with the figures while the memory high-water mark blocks every publisher, or None."""
+    memory = server.get("memory")
+    if not isinstance(memory, dict) or not memory.get("blocked"):
+        return None
+    return (
+        f"{BLOCKED_PREFIX}: {_mib(memory['held'])} held of the {_mib(memory['mark'])} high-water mark; every "
+        f"publisher gets no credit until it drops to {_mib(memory['low'])}"
+    )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def read_live(target: Target, interval: float) -> dict[str, Any] | None:
@@ -133,6 +152,12 @@ def print_live(status: dict[str, Any]) -> None:
         f"(since start: {server['messages_in']} in, {server['messages_out']} out)",
         f"journal:       {_journal_line(status['journal'])}",
     ]
+    memory = server.get("memory")
+    if isinstance(memory, dict) and memory.get("mark"):
+        lines.append(
+            f"memory:        {_mib(memory['held'])} held, {_mib(memory['reserved'])} reserved for publisher credit, "
+            f"mark {_mib(memory['mark'])}{' (publishers blocked)' if memory.get('blocked') else ''}"
+        )
     click.echo("\n".join(lines))
 
 
@@ -177,5 +202,7 @@ def status(
         print_offline(shown)
     if found is None:
         click.get_current_context().exit(NOT_RUNNING)
+    if found["health"].startswith(BLOCKED_PREFIX):
+        click.get_current_context().exit(MEMORY_BLOCKED)
     if found["health"] != "ok":
         click.get_current_context().exit(UNHEALTHY)

@@ -17,21 +17,23 @@ A topic subscription's queue never stops its topic's publishers: the copy for a 
 (and counted), so one slow subscriber does not stop the others' messages (JMS NON_PERSISTENT is at most once).
 
 The server's memory high-water mark (``HighWater``, one per server, carried by the one ``MemoryLimit`` every queue
-gets): the bytes of the message bodies all queues hold in memory, journaled or not (a message shared by several
-queues counts once: ``Message.holders``), and of the sends held by open transactions. From the
-high-water mark until they drop to the low-water mark (80 % of it) every publisher link gets no more credit.
+gets) is the other bound, over all queues together: its rule is ``engine.memory_mark``'s. A queue's limit never lets
+it hold more than the server's mark allows: the mark counts every queue's bytes and the credit of every publisher
+link before the bytes arrive.
 
 Pure Python, no I/O; everything here runs on the reactor thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from subgate.engine.groups import DEFAULT_MAX_GROUPS
+from subgate.engine.memory_mark import RESUME_PERCENT as RESUME_PERCENT  # re-exported (engine.backlog, nodes)
+from subgate.engine.memory_mark import UNLIMITED as UNLIMITED
+from subgate.engine.memory_mark import HighWater as HighWater
 
 if TYPE_CHECKING:
     from subgate.engine.backlog import BacklogLimit
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
 BLOCK = "block"
 FAIL = "fail"
 POLICIES = (BLOCK, FAIL)
-UNLIMITED = 1 << 62
 
 
 class Sender(Enum):
@@ -66,37 +67,6 @@ REFUSE_AT: dict[tuple[str, Sender], tuple[int, Answer]] = {
     (BLOCK, Sender.FANOUT): (1, Answer.DROP),
 }
 WITHHOLDS_CREDIT = {BLOCK: True, FAIL: False}
-RESUME_PERCENT = 80  # a blocked queue gives credit again once it holds at most this share of the limit
-
-
-class HighWater:
-    """The server's count of message bytes held in memory, against its high-water mark (see the module docstring).
-    Queues add and take away inline (``engine.nodes``: no call per message); ``drop`` is for the rest."""
-
-    __slots__ = ("bytes", "high", "low", "blocked", "on_unblocked")
-
-    def __init__(self, high: int = 0) -> None:
-        self.bytes = 0
-        self.high = high or UNLIMITED
-        self.low = high * RESUME_PERCENT // 100 if high else UNLIMITED
-        self.blocked = False  # from the high-water mark down to the low-water mark: no credit for publishers
-        self.on_unblocked: Callable[[], None] | None = None
-
-    def add(self, size: int) -> None:
-        self.bytes += size
-        if self.bytes >= self.high:
-            self.blocked = True
-
-    def drop(self, size: int) -> None:
-        self.bytes -= size
-        if self.blocked and self.bytes <= self.low:
-            self.release()
-
-    def release(self) -> None:
-        """Down to the low-water mark: publishers get credit again."""
-        self.blocked = False
-        if self.on_unblocked is not None:
-            self.on_unblocked()
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ without changing any of this. Why and the ordering argument: docs/architecture.m
 
 Limits, counted from ``_take`` to ``_discard``: the messages not in the journal and their bytes (``admits``:
 ``engine.memory``; under ``block`` the queue is ``blocked`` until it drains, then ``on_unblocked``), every body's
-bytes on the server's ``HighWater`` gauge, and a durable queue's depth against its backlog limit (``backlog_full``
-and ``on_backlog``: ``engine.backlog``).
+bytes on the server's ``HighWater`` gauge (``engine.memory_mark``), and a durable queue's depth against its backlog
+limit (``backlog_full`` and ``on_backlog``: ``engine.backlog``).
 """
 
 from __future__ import annotations
@@ -225,8 +225,8 @@ class Queue:
         if not holders:  # shared by several queues, it is in memory once
             gauge = self.gauge
             gauge.bytes += len(message.raw)
-            if gauge.bytes >= gauge.high:
-                gauge.blocked = True
+            if gauge.bytes >= gauge.block_at and not gauge.blocked:
+                gauge.block()
         if message.journaled:
             pages = self.pages
             if message.seq > pages.last_journaled and not (pages.kept and message.seq in pages.kept):
@@ -419,8 +419,11 @@ class Queue:
         if not holders:
             gauge = self.gauge
             gauge.bytes -= size
-            if gauge.blocked and gauge.bytes <= gauge.low:
-                gauge.release()
+            if gauge.blocked:
+                if gauge.bytes <= gauge.low:
+                    gauge.release()
+            elif gauge.waiting:
+                gauge.wake()  # room for a publisher link waiting for its share (engine.memory_mark)
         if self.backlog_full and self.depth <= self._backlog_resume:
             _backlog_changed(self, False)
         if message.journaled:

@@ -176,8 +176,7 @@ class Attacher:
             node = self._create_temporary(target, state)
         elif target.present and address and not service:
             node = self._node(state, address, target.capabilities, Permission.UPDATE_TOPIC)
-        inbound = self.pipeline.open_publisher(link, state, node)
-        inbound.service = service
+        inbound = self.pipeline.open_publisher(link, state, node, service=service)
         if target.dynamic and node is not None:
             inbound.owns = node.name
         state.adopt(inbound)

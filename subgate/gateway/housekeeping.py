@@ -52,7 +52,9 @@ class Housekeeping:
             self.retention = Retention(
                 settings.retention, settings.retention_interval, journal, self.schedule, router.pager.non_durable_after
             )
-        router.memory_limit.gauge.on_unblocked = lambda: self._unblocked(None)
+        gauge = router.memory_limit.gauge
+        gauge.on_blocked = self._memory_blocked
+        gauge.on_unblocked = self._memory_unblocked
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         schedule(self.container, delay, callback)
@@ -117,6 +119,23 @@ class Housekeeping:
         due = queue.release_scheduled()
         if due is not None:  # messages held before the queue was watched (recovered at start-up)
             on_schedule(due)
+
+    def _memory_blocked(self) -> None:
+        """The server's memory reached its mark (engine.memory_mark): one line when blocking starts."""
+        held, reserved, mark, _ = self.router.memory_limit.gauge.figures()
+        log.warning(
+            "memory high-water mark reached: %d bytes held (%d more reserved for credit) of the mark of %d; every "
+            "publisher link gets no more credit until memory drops to %d bytes",
+            held, reserved, mark, self.router.memory_limit.gauge.low,
+        )  # fmt: skip
+
+    def _memory_unblocked(self) -> None:
+        """Down to the low-water mark: one line when blocking ends, and every publisher link gets credit again."""
+        held, _, mark, _ = self.router.memory_limit.gauge.figures()
+        log.info(
+            "memory below the low-water mark: %d bytes held of the mark of %d; publishers get credit again", held, mark
+        )
+        self._unblocked(None)
 
     def _unblocked(self, node: Queue | Topic | None) -> None:
         """A node that withheld credit (policy block) drained to its low-water mark, or (None) the server's memory

@@ -164,6 +164,7 @@ class Inbound(LinkState):
 
     __slots__ = (
         "node", "publisher_id", "pending", "window", "credit", "service", "pipeline", "annotations", "gauge",
+        "slots", "queued", "active", "withdrawn", "revoked",
     )  # fmt: skip
 
     def __init__(
@@ -174,16 +175,25 @@ class Inbound(LinkState):
         window: int,
         pipeline: Receiving | None = None,
         gauge: HighWater | None = None,
+        *,
+        service: bool = False,
     ) -> None:
         super().__init__(link, conn)
         self.pipeline = pipeline
-        self.gauge = gauge or HighWater()  # the server's memory (engine.memory): above its mark, no credit
+        self.gauge = gauge or HighWater()  # the server's memory mark (engine.memory_mark): credit is reserved on it
+        self.slots = 0  # the credit last reserved on the gauge
+        self.queued = False  # waiting on the gauge for room (engine.memory_mark.Waiter)
+        self.active = False  # a transfer came, or credit was granted, since the last tick
+        self.withdrawn = 0  # credit taken back at the last tick, still reserved for what was on the wire
+        self.revoked = 0  # of it, transfers that may still come past the credit (until the next tick)
         self.node = node
         self.publisher_id = f"{conn.container_id}/{link.name}"
         self.pending = 0  # deliveries waiting for their journal commit
         self.window = window
         self.credit = 0  # granted and not used yet: kept here, so the hot path never asks proton (pn_link_credit)
-        self.service = False  # a link to the $management node
+        self.service = service  # a link to the $management node: not counted on the gauge
+        if not service:
+            self.gauge.join()
         self.annotations = AnnotationMemo(PUBLISHER_SEQ)  # its messages' annotation map, decoded once (codec.memo)
 
     def on_delivery(self, delivery: Delivery) -> None:
@@ -202,23 +212,79 @@ class Inbound(LinkState):
         if node is None or self.node is node:
             self.top_up()
 
+    def on_end(self, *, abrupt: bool, closed: bool) -> None:
+        """Its unused credit leaves the gauge (what it has in the journal stays held there until answered)."""
+        if not self.service:
+            self.credit = 0
+            self.gauge.leave(self.slots + self.withdrawn)
+            self.slots = self.withdrawn = 0
+
     def on_tick(self) -> None:
+        if not self.service:
+            self.reclaim()
         if not self.pending and not self.closed and self.resync():
             log.warning("publisher link %r: credit count had drifted; resynchronised", self.link.name)
 
+    def reclaim(self) -> None:
+        """Once a tick: while publisher links wait for room on the memory mark, an idle link's credit is taken back
+        (a flow with a lower link-credit, as AMQP 1.0 2.6.7 lets a receiver do) and the link waits in line itself.
+        Its reservation is kept one more tick for transfers already on the wire, which are taken meanwhile."""
+        gauge = self.gauge
+        if self.withdrawn:
+            gauge.reserved -= self.withdrawn * gauge.unit
+            self.withdrawn = self.revoked = 0
+            if gauge.waiting and not gauge.blocked:
+                gauge.wake()
+        credit = self.credit
+        if not self.active and credit > 0 and gauge.waiting and not self.closed and not self.queued:
+            self.link.flow(-credit)
+            self.credit = 0
+            self.slots -= credit  # the reservation moves to ``withdrawn`` for one tick
+            self.withdrawn = self.revoked = credit
+            gauge.wait(self)
+        self.active = False
+
     def top_up(self) -> None:
         """Keep credit + pending at the window, in steps of at least half of it; none while the link's node is
-        full under the policy ``block`` (engine.memory, engine.backlog) or, but on a link to ``$management``, the
-        server's memory is above its high-water mark: the broker tops it up again when they drain."""
-        missing = self.window - self.credit - self.pending
-        if missing >= self.window // 2 and not self.closed:
+        full under the policy ``block`` (engine.memory, engine.backlog): the broker tops it up again when it
+        drains. Except on a link to ``$management``, the credit is reserved on the server's memory mark first
+        (engine.memory_mark; its messages in the journal are held bytes there): at most the link's share, in
+        steps of at least half of it (or of the window), a grant only as far as the room left, none while the
+        server is blocked; a link that gets nothing for want of room waits on the gauge."""
+        credit = self.credit
+        if credit < 0:
+            credit = 0
+        if self.service:
+            missing = self.window - credit - self.pending
+            if missing >= self.window // 2 and not self.closed:
+                self.link.flow(missing)
+                self.credit += missing
+            return
+        gauge = self.gauge
+        if credit != self.slots:  # credit used (or resynchronised): its reservation follows
+            freed = credit < self.slots
+            gauge.reserved += (credit - self.slots) * gauge.unit
+            self.slots = credit
+            if freed and gauge.waiting and not gauge.blocked:
+                gauge.wake()
+        window, share = self.window, gauge.share
+        missing = window - credit - self.pending
+        wanted = missing if missing < share - credit else share - credit
+        # In steps of at least half the window or half the share, the smaller (not a flow frame per message).
+        step = window // 2 if window <= share else share // 2
+        if wanted >= step and wanted > 0 and not self.closed:
             node = self.node
-            if (self.gauge.blocked and not self.service) or (
-                node is not None and (node.blocked or backlog.withholds(node))
-            ):
+            if node is not None and (node.blocked or backlog.withholds(node)):
                 return
-            self.link.flow(missing)
-            self.credit += missing
+            granted = gauge.grant(credit, wanted)
+            if granted:
+                self.link.flow(granted)
+                self.credit += granted
+                self.slots += granted
+                self.active = True  # not idle before it had a tick to use it (reclaim)
+                gauge.reserved += granted * gauge.unit
+            elif not gauge.blocked:
+                gauge.wait(self)
 
     def resync(self) -> bool:
         """Take proton's count of the credit as the truth again and top up; True if ours had drifted. The

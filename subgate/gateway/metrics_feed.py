@@ -29,7 +29,7 @@ from subgate.engine.nodes import Queue, Topic
 from subgate.engine.ports import JournalPort
 from subgate.engine.records import MetricsRead, StoreFigures
 from subgate.gateway.links import CoordinatorLink, Inbound, LinkState, Outbound
-from subgate.metrics.snapshot import FanoutLink, Snapshot, fold_temporary, top_nodes, top_queues
+from subgate.metrics.snapshot import FanoutLink, MemoryFigures, Snapshot, fold_temporary, top_nodes, top_queues
 
 log = logging.getLogger("subgate.metrics")
 
@@ -67,6 +67,7 @@ class MetricsFeed:
         top_n: int = 50,
         on_tick: Callable[[], None] = lambda: None,
         fanout: Callable[[], list[dict[str, Any]]] = list,
+        memory: Callable[[], tuple[int, int, int, bool]] | None = None,
     ) -> None:
         self._connections = connections
         self._links = links
@@ -82,6 +83,7 @@ class MetricsFeed:
         self._top_n = top_n
         self._on_tick = on_tick  # the web console's view, while someone watches (gateway.console_feed)
         self._fanout = fanout  # a secondary's fan-out links (FanoutMirror.status)
+        self._memory = memory  # the memory mark's figures (engine.memory_mark.HighWater.figures)
         self._nodes_due = 0  # ticks until the next pass over the nodes
         self._traffic: tuple[tuple[str, int, int], ...] = ()
         self._depths: tuple[tuple[str, int], ...] = ()
@@ -147,4 +149,5 @@ class MetricsFeed:
             store=None if store is None else store[0],
             store_read_wall=None if store is None else store[1],
             fanout=tuple(FanoutLink.of(row) for row in self._fanout()),
+            memory=None if self._memory is None else MemoryFigures(*self._memory()),
         )

@@ -104,13 +104,18 @@ class Publishing:
         self.dead_letters = DeadLetters(router, self.route, housekeeping.watch_node)
         router.rules.mover = self.dead_letters.move
         self.marks = PublisherMarks(router.publisher_marks)
+        self.gauge = router.memory_limit.gauge  # the memory mark: a message in the journal's hands is held too
         self.published = 0
         self.lost = 0  # store_send_noconfirm messages confirmed and then not persisted
 
     # -- links -----------------------------------------------------------------------------------------------
-    def open_publisher(self, link: Link, state: ConnectionState, node: Node | None) -> Inbound:
-        """A publisher link's state, with the whole credit window granted once the attach is answered."""
-        return Inbound(link, state, node, self.settings.credit_window, self, self.router.memory_limit.gauge)
+    def open_publisher(
+        self, link: Link, state: ConnectionState, node: Node | None, *, service: bool = False
+    ) -> Inbound:
+        """A publisher link's state (``service``: to ``$management``), with its credit window granted once the
+        attach is answered (as much of it as the server's memory mark allows: engine.memory_mark)."""
+        gauge = self.router.memory_limit.gauge
+        return Inbound(link, state, node, self.settings.credit_window, self, gauge, service=service)
 
     def open_coordinator(self, link: Link, state: ConnectionState) -> CoordinatorLink:
         """A transaction coordinator link's state (mapping doc §6.1); ``start_coordinator`` grants its credit."""
@@ -133,9 +138,13 @@ class Publishing:
         raw = link.recv(delivery.pending)
         link.advance()
         inbound.credit -= 1
+        inbound.active = True
         if inbound.credit < 0 and link.credit < 0:  # ours may drift (Inbound.resync); proton's is exact
-            self._over_credit(inbound, delivery)
-            return None
+            if inbound.revoked > 0:  # sent before the client saw its credit taken back (Inbound.reclaim)
+                inbound.revoked -= 1
+            else:
+                self._over_credit(inbound, delivery)
+                return None
         if delivery.aborted or raw is None:
             delivery.settle()
             inbound.top_up()
@@ -238,6 +247,7 @@ class Publishing:
         assert record is not None
         if publisher is not None:
             publisher.pending += 1  # its credit comes back at the commit: the writer's queue stays bounded
+        self.gauge.add(len(ingest.message.raw))  # held until routed at the commit (engine.memory_mark)
         if delivery is not None and (
             node.confirm_on_receipt or (not record.durable and not self.settings.journal_non_persistent)
         ):
@@ -255,11 +265,11 @@ class Publishing:
         """Its row is in the journal: route it, confirm its transfer. Returns the publisher to top up."""
         delivery, message, node, publisher = publication
         self.router.committed(message.seq)
+        self.route(node, message, committed=True)
+        self.gauge.drop(len(message.raw))  # after the route: the queues count it now, if they keep it
         if publisher is None:
-            self.route(node, message, committed=True)
             return None
         publisher.pending -= 1
-        self.route(node, message, committed=True)
         if delivery is not None and not publisher.closed:
             accept(delivery)
         return publisher
@@ -281,6 +291,7 @@ class Publishing:
             self.route(node, message.as_journaled(False), committed=True)
         elif publisher is not None and not publisher.closed:
             reject(delivery, INTERNAL_ERROR, f"journal write failed: {error}")
+        self.gauge.drop(len(message.raw))
         return publisher
 
     def inject(self, node: Topic, raw: bytes, publisher_id: str) -> None:

@@ -123,7 +123,7 @@ class Router:
             settings.memory_full_policy,
             settings.max_groups,
             backlog,
-            HighWater(settings.memory_high_water),
+            HighWater(settings.memory_high_water, settings.max_message_size),
         )
         # Dead letters, expiry, and the backlog limit per queue name pattern.
         self.rules = AddressRules(settings.address_settings, settings.wildcard_delimiter, backlog)

@@ -258,6 +258,7 @@ class Server:
             top_n=self.settings.metrics_top_nodes,
             on_tick=console.tick,
             fanout=broker.fanout.status,
+            memory=self.router.memory_limit.gauge.figures,
         )
         http.snapshot = lambda: feed.latest
         http.console.view = console.fresh

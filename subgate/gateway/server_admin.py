@@ -27,8 +27,10 @@ Type ``server``
     and ``http`` (``host:port`` or null), ``store`` (the URL without its password), ``connections``, ``links``,
     ``queues``, ``topics``, ``subscriptions`` (named ones), ``messages_in`` and ``messages_out`` (totals since
     the start, over every node: a client samples twice for rates), ``store_health`` (``{ok, error,
-    last_ok_age}``: the journal writer's last commit, null before the first). 200. The asking connection, its
-    links and its own temporary queues (its reply queue) are not counted.
+    last_ok_age}``: the journal writer's last commit, null before the first), ``memory`` (``{held, reserved,
+    mark, low, blocked, waiting}``: the memory high-water mark, engine.memory_mark; mark 0: none; waiting: publisher
+    links waiting for room). 200. The asking connection, its links and its own temporary queues (its reply
+    queue) are not counted.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from subgate.engine.memory_mark import HighWater
 from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.links import ConnectionState
 from subgate.gateway.management import Request, Response, foreign_topic
@@ -160,7 +163,21 @@ class ServerAdmin:
             "messages_in": sum(node.messages_in for node in nodes),
             "messages_out": sum(node.messages_out for node in nodes),
             "store_health": health_view(sources.health()),
+            "memory": memory_view(sources.router.memory_limit.gauge),
         }
+
+
+def memory_view(gauge: HighWater) -> dict[str, Any]:
+    held, reserved, mark, blocked = gauge.figures()
+    low = gauge.low if mark else 0
+    return {
+        "held": held,
+        "reserved": reserved,
+        "mark": mark,
+        "low": low,
+        "blocked": blocked,
+        "waiting": len(gauge.waiting),
+    }
 
 
 def _own_temporary(queue: Queue, owns: Callable[[str], bool]) -> bool:

@@ -203,8 +203,9 @@ class Settings:
     )
     memory_high_water: int = setting(
         1 << 30,
-        "Bytes of message bodies held in memory by all queues and subscriptions at which every publisher link gets "
-        "no more credit until they drop to 80 % of it (0: no mark).",
+        "Bytes of message bodies the server may hold in memory, all queues, subscriptions and the credit of publisher "
+        "links (each credit reserves --max-message-size) together; at the mark every publisher link gets no more "
+        "credit until they drop to 80 % of it (0: no mark; at least --max-message-size).",
         minimum=0,
     )
     max_connection_output: int = setting(

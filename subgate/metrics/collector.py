@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from subgate.metrics.buckets import HistogramView
-from subgate.metrics.snapshot import OTHER, TEMPORARY, TEMPORARY_PREFIX, Snapshot
+from subgate.metrics.snapshot import OTHER, TEMPORARY, TEMPORARY_PREFIX, MemoryFigures, Snapshot
 
 SUBSCRIPTION_LABELS = ["client_id", "name", "topic"]
 
@@ -103,6 +103,31 @@ def snapshot_families(snapshot: Snapshot, top_n: int) -> Iterator[Metric]:
     yield from _store_families(snapshot, top_n)
     if snapshot.fanout:
         yield from _fanout_families(snapshot)
+    if snapshot.memory is not None:
+        yield from _memory_families(snapshot.memory)
+
+
+def _memory_families(memory: MemoryFigures) -> Iterator[Metric]:
+    """The memory high-water mark (engine.memory_mark; docs/operations.md "The memory mark")."""
+    yield GaugeMetricFamily(
+        "subgate_memory_held_bytes",
+        "Bytes of message bodies the server holds in memory (every queue, and open transactions' sends).",
+        value=memory.held,
+    )
+    yield GaugeMetricFamily(
+        "subgate_memory_reserved_bytes",
+        "Bytes reserved for the credit of publisher links (credit and messages in the journal times the largest "
+        "message size).",
+        value=memory.reserved,
+    )
+    yield GaugeMetricFamily(
+        "subgate_memory_high_water_bytes", "The memory high-water mark (0: none).", value=memory.mark
+    )
+    yield GaugeMetricFamily(
+        "subgate_memory_blocked",
+        "1 while the memory high-water mark is reached and every publisher link is refused credit, else 0.",
+        value=1 if memory.blocked else 0,
+    )
 
 
 def _fanout_families(snapshot: Snapshot) -> Iterator[Metric]:

@@ -12,7 +12,8 @@ object or the store, and the reactor never waits on it.
 Health (``verdict``): 200 "ok" while the reactor's snapshot is younger than ``stale_after`` seconds (it
 publishes one a second) and the writer's last commit succeeded (it commits a write probe a second) within
 ``stale_after``; otherwise 503 with the reason. Ready: 200 once ``ready`` is set (the server sets it when
-recovery has finished and it listens), 503 before.
+recovery has finished and it listens), 503 before; and 503 again while the memory high-water mark blocks every
+publisher (``MemoryFigures.refusal``: docs/operations.md "The memory mark"), health staying 200 meanwhile.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ class MetricsEndpoint:
             reason = verdict(self.snapshot(), self.health(), time.monotonic())
             return _text(200, "ok") if reason is None else _text(503, reason)
         if route == "/readyz":
-            return _text(200, "ready") if self.ready else _text(503, "recovering: not listening yet")
+            if not self.ready:
+                return _text(503, "recovering: not listening yet")
+            snapshot = self.snapshot()
+            refusal = None if snapshot is None or snapshot.memory is None else snapshot.memory.refusal()
+            return _text(200, "ready") if refusal is None else _text(503, refusal)
         return _text(404, "not found: /, /metrics, /healthz, /readyz")
 
     def wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

@@ -42,6 +42,24 @@ class Snapshot:
     store: StoreFigures | None = None  # the last periodic read of the store (None before the first)
     store_read_wall: float | None = None  # when it was read (``time.time``)
     fanout: tuple[FanoutLink, ...] = ()  # a secondary's fan-out links (docs/fanout.md)
+    memory: MemoryFigures | None = None  # the memory high-water mark (engine.memory_mark), None: not known yet
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFigures:
+    """The server's memory mark as ``HighWater.figures`` reads it: bytes held, bytes reserved for the credit of
+    publisher links, the mark (0: none), and whether every publisher is blocked."""
+
+    held: int
+    reserved: int
+    mark: int
+    blocked: bool
+
+    def refusal(self) -> str | None:
+        """Why ``/readyz`` answers 503 for memory, or None."""
+        if not self.blocked:
+            return None
+        return f"memory high-water mark reached: publishers blocked ({self.held} bytes held of the mark of {self.mark})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,5 +287,6 @@ def test_live_status_reports_rates_while_a_producer_sends(make_server, store_url
         "nodes",
         "messages",
         "journal",
+        "memory",
     ]
     app.close()

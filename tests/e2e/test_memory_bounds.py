@@ -84,7 +84,7 @@ def test_a_consumer_that_stops_reading_does_not_grow_the_server_without_bound(ma
 
 
 def test_above_the_high_water_mark_no_publisher_gets_credit_until_memory_drops(make_server):
-    server = make_server(None, "--memory-high-water", "200000", "--credit-window", "10")
+    server = make_server(None, "--memory-high-water", "200000", "--max-message-size", "4096", "--credit-window", "10")
     conn = connect(server.url)
     snd = sender(conn, "hw.a")
     bodies = [f"{i:04d}" + "x" * 1020 for i in range(300)]

@@ -93,6 +93,7 @@ def test_metrics_follow_a_load_and_the_backlog_gauge_matches_the_store(make_serv
             value(samples, "subgate_messages_in_total", node="prices") == N
             and value(samples, "subgate_queue_depth", queue="orders") == N
             and value(samples, "subgate_subscription_backlog", **SUB1) == N
+            and value(samples, "subgate_journal_rows") >= 2 * N  # read every 5 s, like the backlog: after the load
         )
         return samples if done else None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from subgate.cli.connections import duration
-from subgate.cli.status import NOT_RUNNING, UNHEALTHY, health_of
+from subgate.cli.status import MEMORY_BLOCKED, NOT_RUNNING, UNHEALTHY, health_of
 
 
 @pytest.mark.parametrize(
@@ -15,6 +15,15 @@ from subgate.cli.status import NOT_RUNNING, UNHEALTHY, health_of
         ({"store_health": None}, None),  # no commit yet: nothing is known to be wrong
         ({"store_health": {"ok": True, "error": None, "last_ok_age": 0.2}}, None),
         ({"store_health": {"ok": False, "error": "disk full"}}, "the store refused a write: disk full"),
+        ({"store_health": None, "memory": {"held": 1, "reserved": 0, "mark": 2, "low": 1, "blocked": False}}, None),
+        (
+            {
+                "store_health": None,
+                "memory": {"held": 63 << 20, "reserved": 0, "mark": 64 << 20, "low": 51 << 20, "blocked": True},
+            },
+            "memory-blocked: 63.0 MiB held of the 64.0 MiB high-water mark; every publisher gets no credit until it "
+            "drops to 51.0 MiB",
+        ),
     ],
 )
 def test_health(server, problem):
@@ -22,7 +31,7 @@ def test_health(server, problem):
 
 
 def test_exit_codes_are_apart():
-    assert len({0, 1, 2, NOT_RUNNING, UNHEALTHY}) == 5
+    assert len({0, 1, 2, NOT_RUNNING, UNHEALTHY, MEMORY_BLOCKED}) == 6
 
 
 @pytest.mark.parametrize(

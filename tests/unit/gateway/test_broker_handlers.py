@@ -13,11 +13,15 @@ from tests.unit.gateway.pair import Pair, received
 
 
 # -- attach ----------------------------------------------------------------------------------------------------
-def test_a_publisher_attach_opens_an_inbound_link_with_the_whole_window_and_creates_the_queue():
+def test_a_publisher_attach_opens_an_inbound_link_with_its_window_under_the_memory_mark_and_creates_the_queue():
     pair = Pair()
     sender = pair.sender("orders")
     assert isinstance(pair.server_link("snd"), Inbound)
-    assert sender.credit == pair.settings.credit_window
+    settings = pair.settings  # each credit reserves the largest message on the mark (engine.memory_mark)
+    credits = settings.memory_high_water // settings.max_message_size
+    assert sender.credit == min(settings.credit_window, credits // 4)  # a link's share: a quarter at most
+    big_mark = Pair(Settings(name="unit", memory_high_water=1 << 40))
+    assert big_mark.sender("orders").credit == settings.credit_window  # room for the whole window
     assert isinstance(pair.router.node("orders"), Queue)
 
 

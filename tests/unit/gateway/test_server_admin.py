@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from subgate.engine.memory import MemoryLimit
 from subgate.engine.nodes import Queue, Topic
 from subgate.gateway.management import Request
 from subgate.gateway.server_admin import ServerAdmin, Sources
@@ -18,6 +19,7 @@ class Router:
     def __init__(self, *nodes: Queue | Topic) -> None:
         self.nodes = {node.name: node for node in nodes}
         self.low_water_writes = 0
+        self.memory_limit = MemoryLimit()
 
     def node(self, name: str) -> Queue | Topic | None:
         return self.nodes.get(name)
