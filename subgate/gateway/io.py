@@ -32,6 +32,7 @@ from subgate.engine.login_throttle import LoginThrottle
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO, release_ended
 from subgate.gateway.channels import Channel, RateLimitedLog
+from subgate.gateway.frame_gate import FrameHooks
 from subgate.gateway.sasl import CredentialsReceived
 
 log = logging.getLogger("subgate.io")
@@ -52,6 +53,7 @@ class ServerIO:
         limits: ConnectionLimits | None = None,
         rules: TransportRules | None = None,
         throttle: LoginThrottle | None = None,
+        frame_hooks: FrameHooks | None = None,
     ) -> None:
         self._container = container
         self._limits = limits or ConnectionLimits()
@@ -68,6 +70,7 @@ class ServerIO:
             withdraw=withdraw,
             rules=self._rules,
             throttle=throttle,
+            frame_hooks=frame_hooks,
         )
         self._listeners: dict[int, socket.socket] = {}
         self._tls: dict[int, ssl.SSLContext] = {}  # listener fd -> its TLS context (the TLS listener's)
