@@ -130,6 +130,7 @@ class _Held:
     """A second attach of a link name, waiting for the peer's detach of the first (``old``)."""
 
     old: tuple[int, int]  # (channel, handle) of the older attachment
+    key: tuple[str, bool]  # the link's name (as proton holds it) and whether the peer receives
     frames: list[bytes]  # the attach first
     refusal: RefuseAttach | None  # what the attach gets once it reaches proton
 
@@ -260,8 +261,7 @@ class FrameScan:
         if channel in self._dropping:
             if code == END:
                 self._dropping.discard(channel)
-                self._forget_channel(channel)
-                return [], True
+                return self._forget_channel(channel), True
             return [], False
         if fields is None:
             return [], True  # undecodable: proton refuses it as before
@@ -272,8 +272,7 @@ class FrameScan:
         if code == ATTACH:
             return self._attach(frame, channel, fields)
         if code == END:
-            self._forget_channel(channel)
-            return [], True
+            return self._forget_channel(channel), True
         handle = _field(fields, _HANDLE_FIELD.get(code, -1))
         if isinstance(handle, int) and (channel, handle) in self._held:
             return self._hold(channel, handle, frame)
@@ -312,10 +311,10 @@ class FrameScan:
         refusal = None if problem is None else RefuseAttach(channel, key[0], sender, INVALID_FIELD, problem)
         older = self._names.get(key)
         if older is not None:
-            self._held[(channel, handle)] = _Held(older, [frame], refusal)
+            self._held[(channel, handle)] = _Held(older, key, [frame], refusal)
             self._waiting[older] = (channel, handle)
             self._watched.add(channel)
-            description = f"link {key[0]!r} was attached again (handle {handle}); this attachment is detached"
+            description = f"link {key[0]!r} was attached again (handle {handle}); the older attachment is closed"
             return [Steal(older[0], key[0], sender, description)], False
         handles[handle] = key
         self._names[key] = (channel, handle)
@@ -326,21 +325,24 @@ class FrameScan:
         key = self._handles.get(channel, {}).pop(handle, None)
         if key is not None and self._names.get(key) == (channel, handle):
             del self._names[key]
-        held_at = self._waiting.pop((channel, handle), None)
+        return self._release((channel, handle)), True  # the detach goes first, then what was held
+
+    def _release(self, older: tuple[int, int]) -> list[Action]:
+        """The older attachment ``older`` is gone: the attach held for it, and what followed on its handle, go to
+        proton now (``feed`` puts them right after the frame that freed it)."""
+        held_at = self._waiting.pop(older, None)
         if held_at is None:
-            return [], True
+            return []
         held = self._held.pop(held_at)
-        if not any(c == held_at[0] for c, _ in self._held):
-            self._watched.discard(held_at[0])
-        if key is not None:  # the held attach now holds the name and its handle
-            self._handles.setdefault(held_at[0], {})[held_at[1]] = key
-            self._names[key] = held_at
+        self._handles.setdefault(held_at[0], {})[held_at[1]] = held.key  # the held attach now holds the name
+        self._names[held.key] = held_at
+        self._watched = {c for c, _ in self._held} | self._dropping
         attach, *rest = held.frames
         out: list[Action] = [Forward(attach)]
         if held.refusal is not None:
             out.append(held.refusal)
         out.extend(Forward(frame) for frame in rest)
-        return out, True  # the detach goes first, then what was held (see ``feed``: verdicts follow the frame)
+        return out
 
     def _hold(self, channel: int, handle: int, frame: bytes) -> tuple[list[Action], bool]:
         held = self._held[(channel, handle)]
@@ -350,18 +352,20 @@ class FrameScan:
             return [CloseConnection(RESOURCE_LIMIT, "a stolen link's older attachment was never detached")], False
         return [], False
 
-    def _forget_channel(self, channel: int) -> None:
-        """The peer ended the session on ``channel``: its handles, names and held frames are gone."""
+    def _forget_channel(self, channel: int) -> list[Action]:
+        """The peer ended the session on ``channel``: its handles, names and held attaches are gone; an attach
+        held on another channel for an older attachment on this one goes on (what to forward after the end)."""
         for key in self._handles.pop(channel, {}).values():
             if self._names.get(key, (None,))[0] == channel:
                 del self._names[key]
         for at in [at for at in self._held if at[0] == channel]:
             held = self._held.pop(at)
             self._waiting.pop(held.old, None)
+        out: list[Action] = []
         for older in [older for older in self._waiting if older[0] == channel]:
-            held_at = self._waiting.pop(older)
-            self._held.pop(held_at, None)  # proton ended the older link: the held one is forgotten too
+            out.extend(self._release(older))
         self._watched = {c for c, _ in self._held} | self._dropping
+        return out
 
 
 _HOT = frozenset({FLOW, TRANSFER, DISPOSITION, CLOSE})

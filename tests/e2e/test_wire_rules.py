@@ -128,6 +128,12 @@ def test_an_address_that_is_not_text_is_refused_naming_the_field(broker):
     assert (condition, description) == ("amqp:invalid-field", "target address: must be a string or symbol, got binary")
 
 
+def test_a_link_name_with_a_nul_byte_is_refused_naming_the_field(broker):
+    attach = attach_frame(b"na\x00me", 0, receive=False, address=string(b"wire-nul-name"))
+    _, (condition, description) = refused_attach(broker, attach)
+    assert (condition, description) == ("amqp:invalid-field", "attach name: contains a NUL byte")
+
+
 def test_an_address_at_the_limit_is_accepted(broker):
     with RawClient(broker.port) as raw:
         session = Session(raw)

@@ -171,7 +171,7 @@ def test_a_name_attached_again_steals_and_holds_the_new_attach_until_the_old_one
     assert forwarded == before + meanwhile + detach_f(0) + held + detach_f(1)
     assert verdicts == [
         SessionBegun(0),
-        Steal(0, "n", True, "link 'n' was attached again (handle 1); this attachment is detached"),
+        Steal(0, "n", True, "link 'n' was attached again (handle 1); the older attachment is closed"),
     ]
 
 
@@ -206,3 +206,17 @@ def test_frames_proton_refuses_are_forwarded_as_they_are():
     assert same_in_every_split(stream) == (stream, [])
     too_big = AMQP_HEADER + open_f() + b"\x7f\xff\xff\xff\x02\x00\x00\x00\x00\x53\x12"
     assert scan(too_big, 5) == (too_big, [])
+
+
+def test_an_attach_held_on_another_session_goes_on_when_the_older_ones_session_ends():
+    before = AMQP_HEADER + open_f() + begin_f() + begin_f(1) + attach_f(b"n", 0, receive=True)
+    held = attach_f(b"n", 0, receive=True, channel=1)
+    forwarded, verdicts = same_in_every_split(before + held + end_f() + detach_f(0, channel=1))
+    assert forwarded == before + end_f() + held + detach_f(0, channel=1)
+    assert [type(v) for v in verdicts] == [SessionBegun, SessionBegun, Steal]
+
+
+def test_a_held_attach_is_dropped_with_its_own_session():
+    before = AMQP_HEADER + open_f() + begin_f() + attach_f(b"n", 0)
+    forwarded, _ = same_in_every_split(before + attach_f(b"n", 1) + flow_f(1) + end_f() + begin_f() + attach_f(b"n", 0))
+    assert forwarded == before + end_f() + begin_f() + attach_f(b"n", 0)
