@@ -1,6 +1,6 @@
 """In-process coverage-guided fuzzing (atheris, i.e. libFuzzer) of the broker's pure parsers (issue 19 item 2).
 
-Each target module (``codec``, ``sasl``, ``jms``, ``topics``) has ``INSTRUMENT`` (the subgate modules to
+Each target module (``codec``, ``sasl``, ``jms``, ``topics``, ``frames``) has ``INSTRUMENT`` (the subgate modules to
 instrument), ``MAX_LEN``, ``DICTIONARY``, ``seeds()`` and ``test_one(data)``, which feeds one input to the module
 and asserts its documented contract: only the module's own declared error types escape, and the invariants
 named in the target's docstring hold. Anything else escaping ``test_one`` is a finding; so is an input that
@@ -12,4 +12,4 @@ bounded run of each in ``make test``; ``test_regressions.py`` replays every inpu
 
 from __future__ import annotations
 
-TARGETS = ("codec", "sasl", "jms", "topics")
+TARGETS = ("codec", "sasl", "jms", "topics", "frames")
