@@ -207,8 +207,8 @@ class Broker:
     @guarded
     def on_link_remote_open(self, event: Event) -> None:
         link = event.link
-        if link is None:
-            return
+        if link is None or link.state & Endpoint.LOCAL_CLOSED or link.session.state & Endpoint.LOCAL_CLOSED:
+            return  # refused or stolen before this handler ran (gateway.frame_gate), or its session ended
         state = connection_state(link.connection)
         lifecycle = self.lifecycle
         if state is not None and lifecycle.link_name_fits(link, state) and lifecycle.link_admitted(link, state):

@@ -26,10 +26,12 @@ from proton import Condition, Endpoint, Event, Transport
 from proton.reactor import Container
 
 from subgate.engine.admission import Admission, ConnectionLimits
+from subgate.engine.frame_scan import CloseConnection, Forward
 from subgate.engine.login_throttle import LoginThrottle
 from subgate.engine.repeats import refused_as
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channels import READ, WRITE, Channel
+from subgate.gateway.frame_gate import FrameGate, FrameHooks
 from subgate.gateway.guard import schedule
 from subgate.gateway.sasl import CredentialsReceived
 from subgate.gateway.sasl_phase import SaslPhase
@@ -59,8 +61,10 @@ class ChannelIO:
         withdraw: Callable[[int], None] | None = None,
         rules: TransportRules | None = None,
         throttle: LoginThrottle | None = None,
+        frame_hooks: FrameHooks | None = None,
     ) -> None:
         self._container = container
+        self._frame_hooks = frame_hooks
         self._epoll = epoll
         self._admission = admission
         timers = functools.partial(schedule, container)
@@ -134,6 +138,8 @@ class ChannelIO:
         self._configure_transport(transport)
         transport.bind(connection)
         transport._channel = channel
+        if self._frame_hooks is not None:
+            channel.gate = FrameGate(transport.max_frame_size, self._frame_hooks)
         self.transports[transport._impl] = channel
         channel.transport = transport
         channel.connection = connection
@@ -144,17 +150,27 @@ class ChannelIO:
         self._dirty.add(channel)
 
     def _push(self, channel: Channel, data: bytes) -> None:
+        """The peer's bytes into its transport, through its frame gate (``gateway.frame_gate``) when it has one."""
         transport = channel.transport
         assert transport is not None
         channel.clock.bytes_in += len(data)
-        view = memoryview(data)
-        while view:
-            capacity = transport.capacity()
-            if capacity <= 0:
-                # The transport will not take more (closed tail): the rest is discarded, the peer is done.
-                break
-            transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
+        gate = channel.gate
+        if gate is None:
+            _push_all(transport, data)
+        else:
+            connection = channel.connection
+            assert connection is not None
+            for action in gate.scan.feed(data):
+                if type(action) is Forward:
+                    _push_all(transport, action.data)
+                elif type(action) is CloseConnection:
+                    log.info(
+                        "closing connection from %s: %s", channel.peer, action.description, extra=_PROTOCOL_VIOLATION
+                    )
+                    self._abort(channel, action.condition, action.description)
+                    return
+                else:
+                    gate.apply(action, connection)
         self._dirty.add(channel)
 
     def readable(self, channel: Channel) -> None:
@@ -171,6 +187,8 @@ class ChannelIO:
             if transport is None:
                 self.drop(channel)
             else:
+                if channel.gate is not None:  # a frame cut short: proton sees it, as without the gate
+                    _push_all(transport, channel.gate.scan.take_partial())
                 transport.close_tail()
                 self._dirty.add(channel)
             return
@@ -377,6 +395,18 @@ class ChannelIO:
 _DEADLINES = {"handshake": "handshake-deadline", "frame": "frame-deadline"}  # by the first word of the reason
 _TRUNCATED = refused_as("truncated-frame")
 _LOST = refused_as("connection-lost")
+_PROTOCOL_VIOLATION = refused_as("protocol-violation")  # a frame the scan refused (engine.frame_scan)
+
+
+def _push_all(transport: Transport, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        capacity = transport.capacity()
+        if capacity <= 0:
+            # The transport will not take more (closed tail): the rest is discarded, the peer is done.
+            break
+        transport.push(bytes(view[:capacity]))
+        view = view[capacity:]
 
 
 def _output_taken(channel: Channel) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from proton import Connection, Transport
 
 from subgate.engine.admission import ChannelClock, Verdict
+from subgate.gateway.frame_gate import FrameGate
 from subgate.gateway.sasl import SaslServer
 from subgate.gateway.tls import TlsLayer
 
@@ -46,6 +47,7 @@ class Channel:
         "tls",
         "certificate_name",
         "login",
+        "gate",
     )
 
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], now: float) -> None:
@@ -69,6 +71,7 @@ class Channel:
         self.tls: TlsLayer | None = None  # accepted on the TLS listener: every byte goes through it
         self.certificate_name: str | None = None  # the principal its verified client certificate names
         self.login: str | None = None  # the mechanism its credentials came with (gateway.sasl_phase)
+        self.gate: FrameGate | None = None  # its frame checks once the AMQP phase begins (gateway.frame_gate)
 
     @property
     def address(self) -> str:

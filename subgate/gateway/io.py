@@ -33,6 +33,7 @@ from subgate.engine.repeats import refused_as
 from subgate.engine.transport_policy import TransportRules
 from subgate.gateway.channel_io import ChannelIO, release_ended
 from subgate.gateway.channels import Channel
+from subgate.gateway.frame_gate import FrameHooks
 from subgate.gateway.sasl import CredentialsReceived
 
 log = logging.getLogger("subgate.io")
@@ -59,6 +60,7 @@ class ServerIO:
         limits: ConnectionLimits | None = None,
         rules: TransportRules | None = None,
         throttle: LoginThrottle | None = None,
+        frame_hooks: FrameHooks | None = None,
     ) -> None:
         self._container = container
         self._limits = limits or ConnectionLimits()
@@ -74,6 +76,7 @@ class ServerIO:
             withdraw=withdraw,
             rules=self._rules,
             throttle=throttle,
+            frame_hooks=frame_hooks,
         )
         self._listeners: dict[int, socket.socket] = {}
         self._tls: dict[int, ssl.SSLContext] = {}  # listener fd -> its TLS context (the TLS listener's)

@@ -31,6 +31,7 @@ from subgate.mapping.errors import (
     CONNECTION_ESTABLISHMENT_FAILED,
     CONNECTION_FORCED,
     INVALID_FIELD,
+    LINK_STOLEN,
     RESOURCE_DELETED,
     RESOURCE_LIMIT,
     Refused,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from subgate.gateway.io import ServerIO
 
 log = logging.getLogger("subgate.broker")
+_LINK_STOLEN = refused_as("link-stolen")  # per-connection refusal kinds: engine.repeats, docs/operations.md
 
 VERSION = "0.1.0"
 OFFERED_CAPABILITIES = ["sole-connection-for-container", "DELAYED_DELIVERY", "SHARED-SUBS", "ANONYMOUS-RELAY"]
@@ -67,6 +69,17 @@ def connection_state(endpoint_connection: Connection) -> ConnectionState | None:
     if state is None or state.closed:
         return None
     return state
+
+
+def _peer_name(connection: Connection) -> str:
+    """The peer's container-id for a log line, whether or not its open was answered yet."""
+    state = connection_state(connection)
+    if state is not None:
+        return state.container_id
+    try:
+        return str(connection.remote_container or "")
+    except Exception:  # noqa: BLE001 - not text: the open's own check says so
+        return "?"
 
 
 class Connections:
@@ -134,6 +147,8 @@ class Lifecycle:
     def connection_opened(self, connection: Connection) -> None:
         """The peer's open: answer it, or refuse it (bad fields, over a limit, a second connection of a
         container-id that asked to be the only one, shutting down)."""
+        if connection.state & Endpoint.LOCAL_CLOSED:
+            return  # closed before this handler ran (gateway.frame_gate: a frame that broke a rule)
         channel = connection_channel(connection)
         connection.container = self.name
         if channel is not None:
@@ -254,6 +269,8 @@ class Lifecycle:
     def session_opened(self, session: Session) -> None:
         """The peer's begin: answered, and ended at once with the reason past ``max-sessions-per-connection``
         (AMQP part 2.5.1: the begin is answered first); the connection's other sessions go on."""
+        if session.state & Endpoint.LOCAL_CLOSED:
+            return  # ended before its begin was answered (``end_session``)
         state = connection_state(session.connection)
         session.incoming_capacity = SESSION_CAPACITY
         session.open()
@@ -280,7 +297,48 @@ class Lifecycle:
         if not session.state & Endpoint.LOCAL_CLOSED:
             session.close()
 
+    def end_session(self, session: Session, condition: str, description: str) -> None:
+        """End a session from our side with an error (``gateway.frame_gate``: a protocol violation on it); its
+        links end now, and its begin is answered first if it was not yet (AMQP part 2.5.1)."""
+        log.info(
+            "ending a session of %s: %s",
+            _peer_name(session.connection),
+            description,
+            extra=refused_as("session-refused"),
+        )
+        if session.state & Endpoint.LOCAL_UNINIT:
+            session.incoming_capacity = SESSION_CAPACITY
+            session.open()
+        session.condition = Condition(condition, description)
+        self.session_ended(session)
+
     # -- links -----------------------------------------------------------------------------------------------
+    def refuse_link(self, link: Link, condition: str, description: str) -> None:
+        """Refuse the peer's attach before any handler read it (``gateway.frame_gate``: a field proton would
+        rewrite); the broker's own attach handler then leaves it alone (it is closed on our side)."""
+        log.info("refused attach from %s: %s", _peer_name(link.connection), description, extra=ATTACH_REFUSED)
+        if link.state & Endpoint.LOCAL_UNINIT:
+            refuse_attach(link, condition, description)
+
+    def steal_link(self, link: Link, description: str) -> None:
+        """The peer attached this link's name again (AMQP part 2.6.1): our attachment is closed with
+        ``amqp:link:stolen`` and the new attachment goes on once the peer has answered (docs/protocol.md, "Link
+        names"). Our side ends as on a detach, so a durable subscription stays for the new attachment."""
+        log.info(
+            "link stolen on the connection of %s: %s", _peer_name(link.connection), description, extra=_LINK_STOLEN
+        )
+        if link.state & Endpoint.LOCAL_UNINIT:
+            refuse_attach(link, LINK_STOLEN, description)
+            return
+        if link.state & Endpoint.LOCAL_CLOSED:
+            return
+        link_state: LinkState | None = getattr(link, "_sg", None)
+        if link_state is not None:
+            self.end_link(link_state, abrupt=False, closed=False)
+            link_state.conn.forget(link_state)
+        link.condition = Condition(LINK_STOLEN, description)
+        link.close()
+
     def link_admitted(self, link: Link, state: ConnectionState) -> bool:
         """Count the peer's attach against its session's ``max-links-per-session``; past it the attach is
         answered and detached with the reason (False). The count drops at the peer's detach (``link_ended``)."""

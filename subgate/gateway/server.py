@@ -34,6 +34,7 @@ from subgate.gateway.console_access import ConsoleAccess
 from subgate.gateway.console_feed import ConsoleFeed, ManagementFactory, console_actions, console_view
 from subgate.gateway.fanout_client import FanoutClient
 from subgate.gateway.fanout_mirror import Mailbox
+from subgate.gateway.frame_gate import FrameHooks
 from subgate.gateway.io import ServerIO
 from subgate.gateway.loop import EventLoop
 from subgate.gateway.metrics_feed import MetricsFeed
@@ -183,7 +184,7 @@ class Server:
             self.sessions, self.injector, settings.allow_anonymous, self.policy_loader.publish_now
         )
         self.broker.use_policy(self.policy_loader.load_now(), self.policy_loader.refresh)
-        self.io = _server_io(self.container, settings, self.auth)
+        self.io = _server_io(self.container, settings, self.auth, self.broker.lifecycle)
         if isinstance(self.writer, JournalProcess):
             self.io.before_wait = self.writer.flush  # a burst's writes go to the writer process in one frame
         else:
@@ -382,10 +383,11 @@ class Server:
         return 1 if self.failure else 0
 
 
-def _server_io(container: Container, settings: Settings, auth: Authenticator) -> ServerIO:
-    """The container's I/O handler with the settings' limits, transport rules and login throttle."""
+def _server_io(container: Container, settings: Settings, auth: Authenticator, hooks: FrameHooks) -> ServerIO:
+    """The container's I/O handler with the settings' limits, transport rules, login throttle and frame checks."""
     return ServerIO(
         container,
+        frame_hooks=hooks,
         authenticate=auth.submit,
         withdraw=auth.withdraw,
         configure_transport=_configure_transport(settings),

@@ -48,5 +48,8 @@ CONNECTION_ESTABLISHMENT_FAILED = "amqp:connection-establishment-failed"
 # link-error (§2.8.17)
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
+LINK_STOLEN = "amqp:link:stolen"
+# session-error (§2.8.18)
+HANDLE_IN_USE = "amqp:session:handle-in-use"
 # transaction-error (§4.5.8)
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
