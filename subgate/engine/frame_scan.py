@@ -188,6 +188,13 @@ class FrameScan:
         self._carry = data[pos:]
         return _merged(out)
 
+    def _rewatch(self) -> None:
+        """Recompute the watched channels in place: ``_frames`` holds the set across the frames of one feed, so a
+        new set would leave it reading a stale one (a channel dropped later in the same feed went unread)."""
+        watched = {c for c, _ in self._held} | self._dropping
+        self._watched.intersection_update(watched)
+        self._watched.update(watched)
+
     def take_partial(self) -> bytes:
         """The start of a frame held back because it is not all here (the peer's input ended: proton gets it, and
         says what it says of a frame cut short)."""
@@ -336,7 +343,7 @@ class FrameScan:
         held = self._held.pop(held_at)
         self._handles.setdefault(held_at[0], {})[held_at[1]] = held.key  # the held attach now holds the name
         self._names[held.key] = held_at
-        self._watched = {c for c, _ in self._held} | self._dropping
+        self._rewatch()
         attach, *rest = held.frames
         out: list[Action] = [Forward(attach)]
         if held.refusal is not None:
@@ -364,7 +371,7 @@ class FrameScan:
         out: list[Action] = []
         for older in [older for older in self._waiting if older[0] == channel]:
             out.extend(self._release(older))
-        self._watched = {c for c, _ in self._held} | self._dropping
+        self._rewatch()
         return out
 
 

@@ -72,6 +72,11 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def back_off(seconds: float) -> None:
+    """The writer's wait before it retries a failed commit (a seam of its own, like ``pause``)."""
+    time.sleep(seconds)
+
+
 def gather(
     queued: Callable[[], int],
     limit: int,
@@ -248,7 +253,7 @@ class JournalWriter(Submissions):
                 self.health = _health_after(self.health, exc)
                 attempt += 1
                 log.warning("journal commit failed (attempt %d of %d): %s", attempt, _ATTEMPTS, exc)
-                time.sleep(0.05 * 2 ** (attempt - 1))
+                back_off(0.05 * 2 ** (attempt - 1))
         if error is not None:
             # Isolate the bad item(s): apply one by one, so every other write still lands.
             tokens, failed, error = self._apply_each(batch)

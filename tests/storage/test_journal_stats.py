@@ -250,7 +250,7 @@ def test_a_failed_read_hands_its_token_the_error(engine, monkeypatch):
 
     slept: list[float] = []
     monkeypatch.setattr(applying, "journal_stats", broken)
-    monkeypatch.setattr("subgate.storage.journal.time.sleep", slept.append)  # the writer's retry backoff
+    monkeypatch.setattr("subgate.storage.journal.back_off", slept.append)  # the writer's retry backoff
     journal = Journal(engine)
     outcome: list[Any] = []
     journal.writer.submit_read(JournalStatsRead(), outcome.append)

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Engine, insert
 
 from subgate.engine.selection import compile_selector
-from subgate.storage.db import make_engine
+from subgate.storage.db import make_engine, upgrade
 from subgate.storage.models import AckCursor, JournalMessage, Subscription
 from subgate.storage.subscription_admin import OfflineRefusal, OfflineSubscriptions
 from tests.support.store_rows import cursor_row, message_row, subscription_row
@@ -65,7 +65,15 @@ def test_unsubscribe_follows_the_offline_rules(store):
 
 
 def test_a_store_behind_the_code_is_refused(tmp_path):
-    url = f"sqlite:///{tmp_path / 'empty.db'}"
-    make_engine(url).dispose()
+    url = f"sqlite:///{tmp_path / 'behind.db'}"
+    upgrade(url, "0004")
     with pytest.raises(OfflineRefusal, match="run 'subgate db upgrade'"):
         OfflineSubscriptions(url, compile_selector, print)
+
+
+def test_an_empty_store_is_the_wrong_place_not_one_to_upgrade(tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    make_engine(url).dispose()
+    with pytest.raises(OfflineRefusal, match="no server owns a store there") as refused:
+        OfflineSubscriptions(url, compile_selector, print)
+    assert "db upgrade" not in str(refused.value)

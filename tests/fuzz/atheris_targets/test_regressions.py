@@ -6,6 +6,7 @@ Add a finding here as soon as it is fixed: the target's name and the input, with
 
 from __future__ import annotations
 
+import base64
 import importlib
 
 import pytest
@@ -39,6 +40,14 @@ INPUTS: list[tuple[str, bytes, str]] = [
     ("store", b"\x01\xff\xffe\x00|,b|ed\x14.", "a publisher id with lone surrogates passed the fast path to the store"),
     ("store", b"\x02\x00c\x1f" + b"n" * 600, "a durable subscription name over its column's 512 characters"),
     ("store", b"\x05t/" + b"x" * 2000, "a $management topic name over its column's 1,024 characters"),
+    (
+        "frames",
+        base64.b64decode(
+            "AAAAEQIAAAAAUxfABAGhAWMAAAAaAgAAAABTEcANBEBDcAAAAApwAAAACgAAAB8CAAAAAFMSwBIHoQFuQ0JAQEAAUynABAGhAXEAAAAf"
+            "AgAAAABTEsASB6EBbkNCQEBAAFMpwAQBoQFxAAAAGwIAAAAAUxTABgNDQ6ABdABTdaADYWJjAAAADgIAAAAAUxfAAQA="
+        ),
+        "an end, then a handle-in-use later in the same read: the transfer after it was forwarded (a stale watch set)",
+    ),
 ]
 
 
