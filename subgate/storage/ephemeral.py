@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import Column, MetaData, String, Table
 
 from subgate.storage.db import alembic_config, make_engine
+from subgate.storage.lease import pid_running
 
 PREFIX = "subgate-ephemeral-"
 SHARED_MEMORY = Path("/dev/shm")
@@ -32,22 +33,14 @@ def _base_folder() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep(base: Path | None = None) -> list[Path]:
     """Remove the folders of ephemeral servers that are gone (their pid is in the folder's name); returns them."""
     removed = []
     for folder in (base or _base_folder()).glob(f"{PREFIX}*"):
         pid_text = folder.name[len(PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)) or not folder.is_dir() or not os.access(folder, os.W_OK):
+        if not pid_text.isdigit() or pid_running(int(pid_text)):
+            continue  # not ours, or its server still runs
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
