@@ -180,7 +180,7 @@ class ChannelIO:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            log.info("connection from %s lost: %s", channel.peer, exc, extra=refused_as("connection-lost"))
+            log.info("connection from %s lost: %s", channel.peer, exc, extra=_LOST)
             data = b""
         if not data:
             channel.eof = True
